@@ -1,0 +1,180 @@
+"""Stage 1, discover: one `ModelInfo` per `*ForConditionalGeneration` class.
+
+Contract: `discover()` lists every class whose name ends in
+``ForConditionalGeneration`` that the installed ``transformers`` exports at
+top level, sorted by name, nothing hard-coded. A class that is only a
+deprecated alias of another exported class (the same object under two names)
+is one row, the alias recorded in ``aliases``. Discovery never imports a
+model's weights and never fails because of one class: a class whose config
+cannot be resolved still gets a row (``config_class`` None) so that the
+build stage can report it as an ``error`` with a reason.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass, field
+from typing import Any
+
+SUFFIX = "ForConditionalGeneration"
+
+# Capability attributes of PreTrainedModel that say what a class claims to
+# support. Recorded as declared flags; they never gate a check.
+FLAG_PREFIXES = ("_can_compile", "_supports_", "_is_stateful")
+
+# transformers.models.auto mapping -> (task name, modalities it implies)
+TASK_MAPPINGS = {
+    "MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING_NAMES": ("image-text-to-text", ("image", "text")),
+    "MODEL_FOR_VISION_2_SEQ_MAPPING_NAMES": ("image-to-text", ("image", "text")),
+    "MODEL_FOR_MULTIMODAL_LM_MAPPING_NAMES": ("multimodal-lm", ("text",)),
+    "MODEL_FOR_SPEECH_SEQ_2_SEQ_MAPPING_NAMES": ("speech-to-text", ("audio", "text")),
+    "MODEL_FOR_TEXT_TO_WAVEFORM_MAPPING_NAMES": ("text-to-audio", ("text",)),
+    "MODEL_FOR_TEXT_TO_SPECTROGRAM_MAPPING_NAMES": ("text-to-audio", ("text",)),
+    "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES": ("text2text", ("text",)),
+    "MODEL_FOR_CAUSAL_LM_MAPPING_NAMES": ("text-generation", ("text",)),
+}
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the suite knows about one class before building anything."""
+
+    name: str
+    model_class: type
+    config_class: type | None
+    model_type: str
+    module: str
+    modalities: tuple[str, ...]
+    tasks: tuple[str, ...]
+    kind: str
+    declared: dict[str, Any] = field(hash=False, compare=False)
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def is_image_text(self) -> bool:
+        return "image-text-to-text" in self.tasks
+
+    @property
+    def family(self) -> str:
+        """The `transformers.models.<family>` package the class lives in."""
+        parts = self.module.split(".")
+        return parts[2] if len(parts) > 2 and parts[1] == "models" else self.model_type
+
+
+def _task_index() -> dict[str, list[str]]:
+    """class name -> task names, from transformers' auto mappings."""
+    from transformers.models.auto import modeling_auto
+
+    index: dict[str, list[str]] = {}
+    for attr, (task, _) in TASK_MAPPINGS.items():
+        for value in getattr(modeling_auto, attr, {}).values():
+            for cls_name in value if isinstance(value, (list, tuple)) else (value,):
+                index.setdefault(cls_name, [])
+                if task not in index[cls_name]:
+                    index[cls_name].append(task)
+    return index
+
+
+def declared_flags(cls: type) -> dict[str, Any]:
+    """The capability attributes the class declares (plain bool/str values)."""
+    flags = {}
+    for attr in sorted(dir(cls)):
+        if attr.startswith(FLAG_PREFIXES):
+            value = getattr(cls, attr, None)
+            if isinstance(value, (bool, str, int)) or value is None:
+                flags[attr] = value
+    return flags
+
+
+def _modalities(cls: type, tasks: list[str]) -> tuple[str, ...]:
+    declared = getattr(cls, "input_modalities", None)
+    found = set()
+    if isinstance(declared, str):
+        found.add(declared)
+    elif declared:
+        found.update(declared)
+    for attr, (task, mods) in TASK_MAPPINGS.items():
+        if task in tasks:
+            found.update(mods)
+    if not found:
+        found.add("text")
+    order = ("image", "video", "audio", "text")
+    return tuple(m for m in order if m in found) + tuple(sorted(found - set(order)))
+
+
+def _kind(cls: type, config_class: type | None, modalities: tuple[str, ...], tasks: list[str]) -> str:
+    is_enc_dec = bool(config_class is not None and getattr(config_class, "is_encoder_decoder", False))
+    if config_class is not None and not is_enc_dec:
+        try:
+            is_enc_dec = bool(config_class().is_encoder_decoder)
+        except Exception:
+            pass
+    if "text-to-audio" in tasks:
+        return "text-to-audio"
+    if "image" in modalities or "video" in modalities:
+        return "multimodal-encoder-decoder" if is_enc_dec else "multimodal-decoder-only"
+    if "audio" in modalities:
+        return "speech-encoder-decoder" if is_enc_dec else "speech-decoder-only"
+    return "text-encoder-decoder" if is_enc_dec else "text-decoder-only"
+
+
+def _model_type(config_class: type | None, cls: type) -> str:
+    model_type = getattr(config_class, "model_type", "") if config_class else ""
+    return model_type or cls.__module__.split(".")[-1].removeprefix("modeling_")
+
+
+@functools.lru_cache(maxsize=1)
+def discover() -> tuple[ModelInfo, ...]:
+    """Every `*ForConditionalGeneration` class of the installed transformers."""
+    import transformers
+
+    tasks_by_class = _task_index()
+    by_object: dict[int, list[str]] = {}
+    classes: dict[str, type] = {}
+    for name in sorted(n for n in dir(transformers) if n.endswith(SUFFIX)):
+        try:
+            cls = getattr(transformers, name)
+        except Exception:  # a lazy import that fails is still a row
+            cls = None
+        if not inspect.isclass(cls):
+            continue
+        classes[name] = cls
+        by_object.setdefault(id(cls), []).append(name)
+
+    infos = []
+    for names in by_object.values():
+        cls = classes[names[0]]
+        # The canonical name is the class's own __name__; the others are aliases.
+        canonical = cls.__name__ if cls.__name__ in names else names[0]
+        aliases = tuple(n for n in names if n != canonical)
+        config_class = getattr(cls, "config_class", None)
+        if not inspect.isclass(config_class):
+            config_class = None
+        tasks = [t for n in names for t in tasks_by_class.get(n, [])]
+        modalities = _modalities(cls, tasks)
+        infos.append(
+            ModelInfo(
+                name=canonical,
+                model_class=cls,
+                config_class=config_class,
+                model_type=_model_type(config_class, cls),
+                module=cls.__module__,
+                modalities=modalities,
+                tasks=tuple(dict.fromkeys(tasks)),
+                kind=_kind(cls, config_class, modalities, tasks),
+                declared=declared_flags(cls),
+                aliases=aliases,
+            )
+        )
+    return tuple(sorted(infos, key=lambda i: i.name))
+
+
+def by_name() -> dict[str, ModelInfo]:
+    """Discovered classes by canonical name and by alias."""
+    index = {}
+    for info in discover():
+        index[info.name] = info
+        for alias in info.aliases:
+            index[alias] = info
+    return index

@@ -1,0 +1,37 @@
+"""Text-only prompts: decoder-only, or encoder-decoder with decoder inputs."""
+
+from __future__ import annotations
+
+import torch
+
+from conformance.samples import BATCH, Sample, left_pad, pad_id, text_tokens
+from conformance.strategies import register
+
+DECODER_START = 2  # decoder tokens given to an encoder-decoder prefill
+
+
+def decoder_inputs(ctx, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """decoder_input_ids starting with the config's decoder start token."""
+    config = ctx.config
+    start = getattr(config, "decoder_start_token_id", None)
+    if start is None:
+        start = getattr(config.get_text_config(), "decoder_start_token_id", None)
+    if start is None:
+        start = pad_id(config)
+    rows = [[start] + text_tokens(config, DECODER_START, gen) for _ in range(BATCH)]
+    return {"decoder_input_ids": torch.tensor(rows, dtype=torch.long)}
+
+
+def is_encoder_decoder(ctx) -> bool:
+    return bool(getattr(ctx.config, "is_encoder_decoder", False)) or "decoder_input_ids" in ctx.forward_params
+
+
+@register("text")
+def text(ctx) -> Sample:
+    gen = ctx.generator()
+    rows = [text_tokens(ctx.config, n, gen) for n in (6, 9)]
+    ids, mask = left_pad(rows, pad_id(ctx.config))
+    inputs = {"input_ids": ids, "attention_mask": mask}
+    if is_encoder_decoder(ctx):
+        inputs.update(decoder_inputs(ctx, gen))
+    return Sample(inputs=inputs, strategy="text")

@@ -1,0 +1,290 @@
+"""Stage 2a, build: shrink a class's default config to a tiny one and build it.
+
+Contract of `tiny_config(info)`: start from ``config_class()`` (the library's
+own defaults), shrink it generically with `shrink_tree`, then apply the data
+in ``fixtures/models/<model_type>.toml`` (section ``[config]``, dotted keys).
+The result keeps the invariants models rely on:
+
+* every width (hidden size, d_model, embed dim, and any size equal to one of
+  the original widths, e.g. a projector's input) becomes one value `WIDTH`,
+  so widths shared across sub-configs stay equal;
+* heads divide the width, kv heads divide heads (MQA stays MQA), head_dim is
+  width / heads;
+* layer counts become `LAYERS`; per-layer lists are cut to that length
+  keeping every distinct layer type; layer indices are remapped into range;
+* rope sections (``mrope_section``) keep their ratios and sum to head_dim/2;
+* MoE expert counts and top-k shrink together (top-k <= experts);
+* special-token ids are remapped into the small vocabulary, distinct ids stay
+  distinct;
+* images are `IMAGE_SIZE` px and the patch size divides them.
+
+`new_model(tiny, seed)` builds a fresh model with deterministic random
+weights: the same seed gives bit-identical weights, so a check can build one
+instance to compile and another for the eager reference.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from conformance.discover import ModelInfo
+from conformance.fixtures import model_fixture
+
+WIDTH = 64
+INTERMEDIATE = 128
+LAYERS = 2
+HEADS = 4
+HEAD_DIM = WIDTH // HEADS
+VOCAB = 256
+IMAGE_SIZE = 32
+PATCH = 8
+EXPERTS = 4
+TOP_K = 2
+MAX_PARAMETERS = 5_000_000
+
+WIDTH_KEYS = {
+    "hidden_size", "d_model", "embed_dim", "n_embd", "dim", "width", "hidden_dim",
+    "word_embed_proj_dim", "projection_dim", "d_embed", "model_dim", "emb_dim",
+}
+INTERMEDIATE_KEYS = {
+    "intermediate_size", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim", "mlp_dim",
+    "moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size_mlp",
+    "ffn_hidden_size", "dim_feedforward", "expert_intermediate_size", "dense_intermediate_size",
+    "ff_dim", "inner_dim",
+}
+LAYER_KEYS = {
+    "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
+    "depth", "num_decoder_layers", "num_encoder_layers", "vision_layers", "text_layers",
+}
+HEAD_KEYS = {"num_attention_heads", "num_heads", "n_head", "n_heads", "encoder_attention_heads",
+             "decoder_attention_heads", "attention_heads"}
+KV_HEAD_KEYS = {"num_key_value_heads", "num_kv_heads", "n_kv_heads", "multi_query_group_num",
+                "encoder_num_key_value_heads", "decoder_num_key_value_heads"}
+EXPERT_KEYS = {"num_experts", "n_routed_experts", "num_local_experts", "moe_num_experts", "n_experts"}
+TOP_K_KEYS = {"num_experts_per_tok", "moe_topk", "moe_k", "num_experts_per_token", "top_k",
+              "num_selected_experts"}
+ONE_KEYS = {"n_shared_experts", "num_shared_experts", "n_group", "topk_group", "first_k_dense_replace",
+            "decoder_sparse_step"}
+MLA_KEYS = {"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD_DIM,
+            "kv_lora_rank": 32, "q_lora_rank": 32}
+VOCAB_KEYS = {"vocab_size", "text_vocab_size"}
+# Sizes that look like widths by name but never are.
+NOT_A_WIDTH = re.compile(
+    r"position|vocab|image_size|patch|window|length|num_|token|_id|rate|mel|chunk|frame|bin|stride|"
+    r"kernel|max_|seq|bucket|codebook|grid|pinpoint|resolution|crop|shortest|longest|pixels|layers"
+)
+TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids|_id)$|^(bos|eos|pad|sep|cls|unk|mask)_")
+LAYER_INDEX_LIST = re.compile(r"(indexes|indices|layer_ids|_block_indexes|fullatt_block_indexes|deepstack_visual_indexes)$")
+
+
+@dataclass
+class TinyModel:
+    """A tiny config for one class, and how it was obtained."""
+
+    info: ModelInfo
+    config: Any
+    source: str  # "auto" or "auto+fixture"
+    parameters: int = 0
+
+
+def _collect(tree: Any, keys: set[str], found: set[int]) -> None:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key in keys and isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                found.add(value)
+            _collect(value, keys, found)
+    elif isinstance(tree, list):
+        for item in tree:
+            _collect(item, keys, found)
+
+
+def _collect_ids(tree: Any, found: set[int]) -> None:
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if isinstance(key, str) and TOKEN_ID.search(key) and "layer" not in key:
+                if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+                    found.add(value)
+                elif isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                    found.update(v for v in value if v >= 0)
+            _collect_ids(value, found)
+    elif isinstance(tree, list):
+        for item in tree:
+            _collect_ids(item, found)
+
+
+def _scale_sections(sections: list[int], target: int) -> list[int]:
+    """Keep the ratios of rope sections and make them sum to `target`."""
+    total = sum(sections) or 1
+    scaled = [max(1, s * target // total) for s in sections]
+    scaled[-1] += target - sum(scaled)
+    if scaled[-1] < 1:
+        return [target // len(sections)] * (len(sections) - 1) + [target - target // len(sections) * (len(sections) - 1)]
+    return scaled
+
+
+def _cut_layer_list(values: list, n: int) -> list:
+    """First `n` entries, but every distinct value of the original kept."""
+    distinct = list(dict.fromkeys(v for v in values if isinstance(v, (str, int, bool, type(None)))))
+    if len(distinct) <= 1:
+        return values[:n]
+    picked = distinct[:n]
+    return picked + [picked[-1]] * (n - len(picked))
+
+
+class _Shrinker:
+    def __init__(self, tree: dict) -> None:
+        self.widths: set[int] = set()
+        self.intermediates: set[int] = set()
+        _collect(tree, WIDTH_KEYS, self.widths)
+        _collect(tree, INTERMEDIATE_KEYS, self.intermediates)
+        ids: set[int] = set()
+        _collect_ids(tree, ids)
+        # Large special ids go to the top of the small vocabulary, in order;
+        # small ones (0, 1, 2: pad/bos/eos) keep their value.
+        self.id_map = {}
+        top = VOCAB - 1
+        for old in sorted(ids, reverse=True):
+            if old < 16:
+                self.id_map[old] = old
+            else:
+                self.id_map[old] = top
+                top -= 1
+
+    def shrink(self, node: dict) -> dict:
+        old_layers = next((node[k] for k in LAYER_KEYS if isinstance(node.get(k), int)), None)
+        old_heads = next((node[k] for k in HEAD_KEYS if isinstance(node.get(k), int)), None)
+        out = {}
+        for key, value in node.items():
+            out[key] = self._value(key, value, node, old_layers, old_heads)
+        if "head_dim" in out and isinstance(out["head_dim"], int):
+            out["head_dim"] = HEAD_DIM
+        return out
+
+    def _value(self, key: str, value: Any, node: dict, old_layers: int | None, old_heads: int | None) -> Any:
+        if isinstance(value, dict):
+            if key in ("rope_parameters", "rope_scaling"):
+                return self._rope(value)
+            if key in ("id2label", "label2id"):
+                return value
+            return self.shrink(value)
+        if isinstance(value, list):
+            if old_layers and len(value) == old_layers and key not in ("mrope_section",) and not LAYER_INDEX_LIST.search(key):
+                return _cut_layer_list(value, LAYERS)
+            if LAYER_INDEX_LIST.search(key) and old_layers and all(isinstance(v, int) for v in value):
+                return sorted({min(LAYERS - 1, v * LAYERS // old_layers) for v in value})
+            if key in INTERMEDIATE_KEYS and all(isinstance(v, int) for v in value):
+                return [INTERMEDIATE] * len(value)
+            if key == "vision_feature_layer":
+                return [self._layer_ref(v) for v in value]
+            if TOKEN_ID.search(key) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                return [self.id_map.get(v, v) for v in value]
+            if key == "mrope_section":
+                return _scale_sections(value, HEAD_DIM // 2)
+            return [self.shrink(v) if isinstance(v, dict) else v for v in value]
+        if not isinstance(value, int) or isinstance(value, bool):
+            return value
+        return self._int(key, value, node, old_heads)
+
+    def _layer_ref(self, v: int) -> int:
+        return max(v, -(LAYERS + 1)) if v < 0 else min(v, LAYERS)
+
+    def _int(self, key: str, value: int, node: dict, old_heads: int | None) -> int:
+        if key in VOCAB_KEYS:
+            return VOCAB if value > VOCAB else value
+        if TOKEN_ID.search(key) and "layer" not in key:
+            return self.id_map.get(value, value) if value >= 0 else value
+        if key in LAYER_KEYS:
+            return min(value, LAYERS)
+        if key == "vision_feature_layer":
+            return self._layer_ref(value)
+        if key in HEAD_KEYS:
+            return min(value, HEADS)
+        if key in KV_HEAD_KEYS:
+            if old_heads and value >= old_heads:
+                return HEADS
+            return 1 if value == 1 else min(value, HEADS // 2)
+        if key in MLA_KEYS:
+            return MLA_KEYS[key]
+        if key.endswith("head_dim"):
+            return HEAD_DIM
+        if key in EXPERT_KEYS:
+            return min(value, EXPERTS)
+        if key in TOP_K_KEYS:
+            return min(value, TOP_K)
+        if key in ONE_KEYS:
+            return min(value, 1)
+        if key in INTERMEDIATE_KEYS or (value in self.intermediates and "intermediate" in key):
+            return INTERMEDIATE
+        if key == "image_size":
+            return IMAGE_SIZE
+        if key == "patch_size":
+            return PATCH if value > PATCH else value
+        if key in WIDTH_KEYS or (value in self.widths and not NOT_A_WIDTH.search(key)
+                                 and re.search(r"hidden|dim|embed|size|d_model|width|channels", key)):
+            return WIDTH
+        return value
+
+    def _rope(self, rope: dict) -> dict:
+        out = dict(rope)
+        if isinstance(out.get("mrope_section"), list):
+            out["mrope_section"] = _scale_sections(out["mrope_section"], HEAD_DIM // 2)
+        return out
+
+
+def shrink_tree(tree: dict) -> dict:
+    """The generic shrinking rules over a config's `to_dict()` tree."""
+    return _Shrinker(tree).shrink(tree)
+
+
+def set_dotted(tree: dict, dotted: str, value: Any) -> None:
+    """Set `a.b.c` in a nested dict; every parent must already exist."""
+    node = tree
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        if not isinstance(node.get(part), dict):
+            raise KeyError(dotted)
+        node = node[part]
+    node[parts[-1]] = value
+
+
+def tiny_config(info: ModelInfo) -> TinyModel:
+    """The tiny config of `info`'s class (see the module docstring)."""
+    if info.config_class is None:
+        raise RuntimeError(f"{info.name} declares no config_class")
+    default = info.config_class()
+    tree = default.to_dict()
+    tree = shrink_tree(tree)
+    fixture = model_fixture(info.model_type)
+    source = "auto"
+    if fixture and fixture.config:
+        source = "auto+fixture"
+        for dotted, value in fixture.config.items():
+            set_dotted(tree, dotted, value)
+    for key in ("transformers_version", "architectures", "_name_or_path"):
+        tree.pop(key, None)
+    config = info.config_class.from_dict(tree)
+    return TinyModel(info=info, config=config, source=source)
+
+
+def new_model(tiny: TinyModel, seed: int = 0, device: str | torch.device = "cpu",
+              dtype: torch.dtype = torch.float32) -> torch.nn.Module:
+    """A fresh model in eval mode with deterministic random weights."""
+    torch.manual_seed(seed)
+    model = tiny.info.model_class(tiny.config)
+    model = model.to(device=device, dtype=dtype).eval()
+    tiny.parameters = sum(p.numel() for p in model.parameters())
+    return model
+
+
+def count_parameters(model: torch.nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())
+
+
+def isqrt_exact(n: int) -> int | None:
+    root = math.isqrt(n)
+    return root if root * root == n else None

@@ -1,0 +1,3 @@
+"""Root conftest: `pytest conformance` loads the conformance plugin."""
+
+pytest_plugins = ["conformance.plugin"]

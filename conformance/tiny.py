@@ -237,8 +237,14 @@ class _Shrinker:
 
 
 def shrink_tree(tree: dict) -> dict:
-    """The generic shrinking rules over a config's `to_dict()` tree."""
-    return _Shrinker(tree).shrink(tree)
+    """The generic shrinking rules over a config's `to_dict()` tree.
+
+    Audio-specific rules (mel bins, source positions, codebooks) live in
+    `conformance.shrink_audio` and run after the generic ones.
+    """
+    from conformance.shrink_audio import shrink_audio
+
+    return shrink_audio(_Shrinker(tree).shrink(tree))
 
 
 def set_dotted(tree: dict, dotted: str, value: Any) -> None:

@@ -1,0 +1,54 @@
+"""Cache plumbing shared by the cache, decode and export checks.
+
+Contract: `cache_kwarg(model)` is the name under which the installed
+transformers takes a cache in `forward` (``cache`` in newer 5.x, where
+``past_key_values`` is a deprecated alias; ``past_key_values`` before);
+`static_cache(model, max_len)` builds the StaticCache `generate` would build
+for `cache_implementation="static"` (decoder text config), across the
+StaticCache signatures of 4.57 and 5.x.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import torch
+
+
+def cache_kwarg(model: torch.nn.Module) -> str:
+    params = inspect.signature(model.forward).parameters
+    if "cache" in params:
+        return "cache"
+    return "past_key_values"
+
+
+def text_config(model: torch.nn.Module):
+    config = model.config
+    try:
+        return config.get_text_config(decoder=True)
+    except TypeError:
+        return config.get_text_config()
+
+
+def static_cache(model: torch.nn.Module, max_len: int, batch_size: int = 2):
+    """The StaticCache generate would make for this model (not yet initialized where lazy)."""
+    from transformers.cache_utils import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kwargs = {"config": text_config(model), "max_cache_len": max_len}
+    # 4.57's StaticCache takes batch/device/dtype up front; 5.x initializes lazily.
+    if "max_batch_size" in params:
+        kwargs["max_batch_size"] = batch_size
+    if "batch_size" in params:
+        kwargs["batch_size"] = batch_size
+    if "device" in params:
+        kwargs["device"] = model.device
+    if "dtype" in params:
+        kwargs["dtype"] = model.dtype
+    return StaticCache(**kwargs)
+
+
+def has_kv_cache(model: torch.nn.Module) -> bool:
+    """Whether the model's forward takes a cache at all."""
+    params = inspect.signature(model.forward).parameters
+    return "cache" in params or "past_key_values" in params

@@ -1,10 +1,20 @@
 """Stage 5, report: per-cell records -> the JSON envelope of design.md.
 
-Contract: `write_record(path, record)` appends one finished cell as a JSON
-line and flushes it, so an interrupted run loses no finished cell.
-`build_envelope(records, environment)` makes the envelope (schema
-`vlm-conformance/1`); `write_atomic(path, data)` replaces a file only once
-the new content is fully written.
+Contracts:
+
+* `write_record(path, record)` appends one finished cell as a JSON line and
+  flushes it, so an interrupted run loses no finished cell;
+  `read_records(paths)` reads them back, dropping a torn last line.
+* `build_envelope(records, env, checks, models)` makes the envelope (schema
+  `vlm-conformance/1`), its `summary` counting verdicts per check.
+* `load_envelope(path)` returns a validated envelope or raises
+  `EnvelopeError` with one line naming the file, the problem and the fix.
+* `merge_envelopes` joins shard envelopes of one environment;
+  `envelope_from_parts` rebuilds an envelope from an interrupted run's part
+  files; `diff_envelopes` lists the cells whose verdict changed, regressions
+  first.
+* `write_atomic(path, data)` / `write_text_atomic(path, text)` replace a
+  file only once the new content is fully written.
 """
 
 from __future__ import annotations
@@ -15,12 +25,28 @@ import os
 import platform
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
 SCHEMA = "vlm-conformance/1"
 VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error", "timeout")
 ROOT = Path(__file__).resolve().parent.parent
+
+TOP_FIELDS = ("schema", "created", "suite", "environment", "checks", "models", "summary")
+ENV_FIELDS = ("python", "torch", "transformers", "device", "device_name", "dtype", "backend")
+# What must agree for shards to be one run. device_name and any extra fields
+# (e.g. a worker's peak memory) may differ between shard machines.
+ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
+# Name of an optional file in a parts directory holding the run's environment.
+PARTS_ENVIRONMENT = "environment.json"
+
+
+class EnvelopeError(ValueError):
+    """A run file is unusable; the message is one line for a person."""
+
+
+# --------------------------------------------------------------------------- records
 
 
 def write_record(path: Path, record: dict) -> None:
@@ -38,10 +64,15 @@ def read_records(paths: Iterable[Path]) -> list[dict]:
     for path in paths:
         for line in Path(path).read_text().splitlines():
             try:
-                records.append(json.loads(line))
+                record = json.loads(line)
             except json.JSONDecodeError:
                 continue
+            if isinstance(record, dict):
+                records.append(record)
     return records
+
+
+# --------------------------------------------------------------------------- environment
 
 
 def suite_version() -> dict[str, str]:
@@ -77,6 +108,44 @@ def environment(device: str, dtype: str, backend: str) -> dict[str, str]:
     }
 
 
+def model_rows(names: Iterable[str]) -> dict[str, dict]:
+    """Row metadata of discovered classes (unknown names are left out)."""
+    from conformance.discover import by_name
+
+    index = by_name()
+    rows = {}
+    for name in names:
+        info = index.get(name)
+        if info is None:
+            continue
+        rows[info.name] = {
+            "model_type": info.model_type,
+            "modalities": list(info.modalities),
+            "kind": info.kind,
+            "tasks": list(info.tasks),
+            "aliases": list(info.aliases),
+            "declared": info.declared,
+        }
+    return rows
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summarize(rows: dict[str, dict], checks: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Verdict counts per check (every verdict key present, zeros included)."""
+    summary = {c: {v: 0 for v in VERDICTS} for c in checks}
+    for row in rows.values():
+        for check_id, cell in row.get("cells", {}).items():
+            counts = summary.setdefault(check_id, {v: 0 for v in VERDICTS})
+            counts[cell["verdict"]] = counts.get(cell["verdict"], 0) + 1
+    return summary
+
+
 def build_envelope(records: list[dict], env: dict, checks: list[str], models: dict[str, dict]) -> dict:
     """The envelope from cell records; later records of a cell replace earlier ones.
 
@@ -97,32 +166,245 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
             "metrics": record.get("metrics", {}),
             "nodeid": record.get("nodeid", ""),
         }
-    summary = {c: {v: 0 for v in VERDICTS} for c in checks}
-    for row in rows.values():
-        for check_id, cell in row["cells"].items():
-            summary.setdefault(check_id, {v: 0 for v in VERDICTS})
-            summary[check_id][cell["verdict"]] = summary[check_id].get(cell["verdict"], 0) + 1
+    rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,
-        "created": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "created": _now(),
         "suite": suite_version(),
         "environment": env,
         "checks": list(checks),
         "models": rows,
-        "summary": summary,
+        "summary": summarize(rows, checks),
     }
+
+
+def validate_envelope(data: Any, source: str) -> dict:
+    """`data` itself if it is a well-formed envelope, else EnvelopeError naming `source`."""
+    fix = "use a run file written by `pytest conformance` (--matrix-out) or `conformance merge`"
+    if not isinstance(data, dict):
+        raise EnvelopeError(f"{source}: not a run envelope (a JSON object with \"schema\": {SCHEMA!r}); {fix}")
+    if "schema" not in data and isinstance(data.get("conformance"), dict):
+        data = data["conformance"]  # a pytest-json-report file holding the envelope
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        what = f"schema {schema!r}" if schema else "no \"schema\" field"
+        raise EnvelopeError(f"{source}: {what}, expected {SCHEMA!r}; {fix}")
+    for name in TOP_FIELDS:
+        if name not in data:
+            raise EnvelopeError(f"{source}: missing field {name!r}; {fix}")
+    env = data["environment"]
+    if not isinstance(env, dict):
+        raise EnvelopeError(f"{source}: field 'environment' is not an object; {fix}")
+    for name in ENV_FIELDS:
+        if name not in env:
+            raise EnvelopeError(f"{source}: missing field 'environment.{name}'; {fix}")
+    if not isinstance(data["checks"], list) or not isinstance(data["models"], dict):
+        raise EnvelopeError(f"{source}: 'checks' must be a list and 'models' an object; {fix}")
+    for model, row in data["models"].items():
+        cells = row.get("cells") if isinstance(row, dict) else None
+        if not isinstance(cells, dict):
+            raise EnvelopeError(f"{source}: model {model!r} has no 'cells' object; {fix}")
+        for check_id, cell in cells.items():
+            verdict = cell.get("verdict") if isinstance(cell, dict) else None
+            if verdict not in VERDICTS:
+                raise EnvelopeError(f"{source}: cell {model} / {check_id} has verdict {verdict!r}, "
+                                    f"expected one of {', '.join(VERDICTS)}; {fix}")
+    return data
+
+
+def load_envelope(path: str | Path) -> dict:
+    """The validated envelope in `path` (or under `conformance` of a pytest-json-report file)."""
+    path = Path(path)
+    if not path.exists():
+        raise EnvelopeError(f"{path}: no such file; pass the matrix JSON a run wrote "
+                            "(default reports/latest/matrix.json)")
+    if path.is_dir():
+        raise EnvelopeError(f"{path}: is a directory, expected a run's matrix JSON file "
+                            "(for part files use `conformance merge --parts DIR -o OUT.json`)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvelopeError(f"{path}: cannot be read ({exc}); pass a readable run file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = "is empty" if not text.strip() else f"is not valid JSON (truncated? {exc.msg} at line {exc.lineno})"
+        raise EnvelopeError(f"{path}: {problem}; rerun the suite, or rebuild the envelope from the run's part "
+                            f"files with `conformance merge --parts {path}.parts -o {path}`") from None
+    return validate_envelope(data, str(path))
+
+
+def _ordered_checks(lists: Iterable[Iterable[str]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for checks in lists:
+        for check_id in checks:
+            seen.setdefault(check_id, None)
+    return list(seen)
+
+
+def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
+    """One envelope from shard envelopes of the same environment.
+
+    Raises EnvelopeError when environments differ (on ENV_IDENTITY) or a cell
+    appears in two shards (shards are disjoint; merge the rerun shard instead
+    of the old one).
+    """
+    if not envelopes:
+        raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
+    first_env = envelopes[0]["environment"]
+    for envelope, source in zip(envelopes[1:], sources[1:]):
+        env = envelope["environment"]
+        for key in ENV_IDENTITY:
+            if env.get(key) != first_env.get(key):
+                raise EnvelopeError(f"{source}: environment differs from {sources[0]} in {key!r} "
+                                    f"({env.get(key)!r} vs {first_env.get(key)!r}); merge only shards of one run")
+    rows: dict[str, dict] = {}
+    owner: dict[tuple[str, str], str] = {}
+    for envelope, source in zip(envelopes, sources):
+        for model, row in envelope["models"].items():
+            merged = rows.setdefault(model, {**{k: v for k, v in row.items() if k != "cells"}, "cells": {}})
+            for key, value in row.items():
+                if key != "cells":
+                    merged.setdefault(key, value)
+            for check_id, cell in row["cells"].items():
+                if (model, check_id) in owner:
+                    raise EnvelopeError(f"{source}: cell {model} / {check_id} is also in {owner[model, check_id]}; "
+                                        "shards must be disjoint (merge the rerun shard instead of the old one)")
+                owner[model, check_id] = source
+                merged["cells"][check_id] = cell
+    checks = _ordered_checks(e["checks"] for e in envelopes)
+    rows = dict(sorted(rows.items()))
+    return {
+        "schema": SCHEMA,
+        "created": _now(),
+        "suite": envelopes[0]["suite"],
+        "environment": first_env,
+        "checks": checks,
+        "models": rows,
+        "summary": summarize(rows, checks),
+    }
+
+
+def envelope_from_parts(parts_dir: str | Path, env: dict | None = None) -> dict:
+    """Rebuild an envelope from the JSON-lines part files of an (interrupted) run.
+
+    The environment comes from `parts_dir/environment.json` when the run wrote
+    one, else from `env` (the caller describes this machine). Row metadata is
+    re-discovered from the installed transformers.
+    """
+    parts_dir = Path(parts_dir)
+    if not parts_dir.is_dir():
+        raise EnvelopeError(f"{parts_dir}: no such directory; pass the `<matrix-out>.parts` directory "
+                            "an interrupted run left")
+    parts = sorted(parts_dir.glob("*.jsonl"))
+    records = [r for r in read_records(parts) if {"model", "check", "verdict"} <= set(r)]
+    if not records:
+        raise EnvelopeError(f"{parts_dir}: no finished cells in its *.jsonl part files; nothing to rebuild")
+    env_file = parts_dir / PARTS_ENVIRONMENT
+    if env_file.exists():
+        try:
+            env = json.loads(env_file.read_text())
+        except json.JSONDecodeError:
+            raise EnvelopeError(f"{env_file}: not valid JSON; delete it and pass --device/--dtype/--backend "
+                                "as the run used them") from None
+    if env is None:
+        raise EnvelopeError(f"{parts_dir}: no {PARTS_ENVIRONMENT}; say how the run was made with "
+                            "--device/--dtype/--backend")
+    from conformance.checks.base import CHECK_IDS
+
+    present = {r["check"] for r in records}
+    checks = [c for c in CHECK_IDS if c in present] + sorted(present - set(CHECK_IDS))
+    return build_envelope(records, env, checks, model_rows({r["model"] for r in records}))
+
+
+# --------------------------------------------------------------------------- diff
+
+# How bad a verdict is, for the direction of a change. xpass passed the check
+# (only its expectation is stale); skip hides coverage, so pass -> skip counts
+# as a regression.
+SEVERITY = {"pass": 0, "xpass": 0, "skip": 1, "xfail": 2, "fail": 3, "error": 3, "timeout": 3}
+
+
+@dataclass(frozen=True)
+class Change:
+    model: str
+    check: str
+    old: str  # a verdict, or "absent"
+    new: str
+    reason: str  # the new cell's reason (the old one's when the cell is gone)
+
+    @property
+    def kind(self) -> str:
+        """regression | improvement | changed | added | removed."""
+        if self.old == "absent":
+            return "added"
+        if self.new == "absent":
+            return "removed"
+        delta = SEVERITY[self.new] - SEVERITY[self.old]
+        return "regression" if delta > 0 else "improvement" if delta < 0 else "changed"
+
+
+CHANGE_ORDER = ("regression", "improvement", "changed", "removed", "added")
+
+
+def diff_envelopes(old: dict, new: dict) -> list[Change]:
+    """Cells whose verdict differs, regressions first, then improvements, then the rest."""
+    changes = []
+    for model in sorted(set(old["models"]) | set(new["models"])):
+        old_cells = old["models"].get(model, {}).get("cells", {})
+        new_cells = new["models"].get(model, {}).get("cells", {})
+        for check_id in sorted(set(old_cells) | set(new_cells)):
+            before = old_cells.get(check_id, {}).get("verdict", "absent")
+            after = new_cells.get(check_id, {}).get("verdict", "absent")
+            if before != after:
+                cell = new_cells.get(check_id) or old_cells.get(check_id)
+                changes.append(Change(model, check_id, before, after, cell.get("reason", "")))
+    return sorted(changes, key=lambda c: (CHANGE_ORDER.index(c.kind), c.model, c.check))
+
+
+# --------------------------------------------------------------------------- atomic writes
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_texts_atomic(files: dict[Path, str]) -> None:
+    """Write several text files all or nothing.
+
+    Every new content is first written to a temporary file beside its target;
+    only when all are written are they renamed into place, so an error (an
+    unwritable directory, a full disk) leaves every target as it was.
+    """
+    staged: list[tuple[str, Path]] = []
+    try:
+        for path, text in files.items():
+            path = Path(path)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.chmod(tmp, 0o666 & ~_umask())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write `text` to `path` via a temporary file and rename: never half-written."""
+    write_texts_atomic({Path(path): text})
+
+
+def envelope_text(data: Any) -> str:
+    return json.dumps(data, indent=1, sort_keys=False, default=str) + "\n"
 
 
 def write_atomic(path: Path, data: Any) -> None:
     """Write JSON to `path` via a temporary file and rename: never half-written."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(data, handle, indent=1, sort_keys=False, default=str)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_text_atomic(path, envelope_text(data))

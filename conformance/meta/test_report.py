@@ -1,0 +1,209 @@
+"""Meta tests of conformance.report: envelope building, validation, merge, parts, diff."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+
+from conformance import report
+
+pytestmark = pytest.mark.meta
+
+ENV = {"python": "3.11.9", "torch": "2.13.0", "transformers": "5.24.0", "device": "cpu",
+       "device_name": "x86_64", "dtype": "float32", "backend": "eager"}
+CHECKS = ["build", "compile_prefill", "compile_decode", "legacy_cache"]
+
+
+def cell(verdict: str, reason: str = "", **metrics) -> dict:
+    return {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": metrics, "nodeid": ""}
+
+
+def make_envelope(**overrides) -> dict:
+    """A small, realistic envelope: two image-text classes and one text class."""
+    models = {
+        "AlphaForConditionalGeneration": {
+            "model_type": "alpha", "modalities": ["image", "text"], "kind": "multimodal-decoder-only",
+            "tasks": ["image-text-to-text"], "declared": {"_can_compile_fullgraph": True},
+            "tiny": {"parameters": 52832, "source": "auto", "strategy": "pixels"},
+            "cells": {"build": cell("pass"),
+                      "compile_prefill": cell("fail", "graph break: Tensor.item() (at transformers/a.py:12)",
+                                              graph_breaks=1),
+                      "compile_decode": cell("xfail", "recompiled: guard on cache_position"),
+                      "legacy_cache": cell("pass", raw_tuple="rejected_clear")},
+        },
+        "BetaForConditionalGeneration": {
+            "model_type": "beta", "modalities": ["image", "text"], "kind": "multimodal-decoder-only",
+            "tasks": ["image-text-to-text", "image-to-text"], "declared": {"_can_compile_fullgraph": False},
+            "tiny": {"parameters": 1000, "source": "fixture", "strategy": "patches"},
+            "cells": {"build": cell("pass"), "compile_prefill": cell("pass"), "compile_decode": cell("skip", "no KV cache"),
+                      "legacy_cache": cell("pass", raw_tuple="rejected_unclear")},
+        },
+        "GammaForConditionalGeneration": {
+            "model_type": "gamma", "modalities": ["text"], "kind": "text-encoder-decoder",
+            "tasks": ["text2text"], "declared": {"_can_compile_fullgraph": False},
+            "cells": {c: cell("error", "tiny model or inputs could not be built: KeyError: 'x'") for c in CHECKS},
+        },
+    }
+    envelope = {"schema": report.SCHEMA, "created": "2026-11-29T12:00:00Z",
+                "suite": {"version": "0.1.0", "commit": "abc1234"}, "environment": dict(ENV),
+                "checks": list(CHECKS), "models": models}
+    envelope.update(overrides)
+    envelope["summary"] = report.summarize(envelope["models"], envelope["checks"])
+    return envelope
+
+
+def write(path, data) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_build_envelope_has_design_fields_and_counts():
+    records = [
+        {"model": "A", "check": "build", "verdict": "fail", "reason": "old"},
+        {"model": "A", "check": "build", "verdict": "pass", "tiny": {"parameters": 5, "source": "auto"}},
+        {"model": "B", "check": "build", "verdict": "error", "reason": "no config"},
+    ]
+    envelope = report.build_envelope(records, dict(ENV), ["build"], {"A": {"model_type": "a"}})
+    assert list(envelope) == list(report.TOP_FIELDS)
+    assert envelope["models"]["A"]["cells"]["build"]["verdict"] == "pass"  # later record wins
+    assert envelope["models"]["A"]["tiny"]["parameters"] == 5
+    assert envelope["summary"]["build"]["pass"] == 1 and envelope["summary"]["build"]["error"] == 1
+    assert set(envelope["summary"]["build"]) == set(report.VERDICTS)
+    assert report.validate_envelope(envelope, "x") is envelope
+
+
+def test_read_records_drops_torn_last_line(tmp_path):
+    part = tmp_path / "w.jsonl"
+    report.write_record(part, {"model": "A", "check": "build", "verdict": "pass"})
+    with open(part, "a") as handle:
+        handle.write('{"model": "B", "che')
+    assert [r["model"] for r in report.read_records([part])] == ["A"]
+
+
+def test_write_atomic_leaves_no_temp_and_keeps_old_on_error(tmp_path):
+    target = tmp_path / "m.json"
+    report.write_atomic(target, {"a": 1})
+    with pytest.raises(TypeError):
+        report.write_texts_atomic({target: "new", tmp_path / "other": object()})  # second write fails
+    assert json.loads(target.read_text()) == {"a": 1}
+    assert not (tmp_path / "other").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ("", "is empty"),
+    ('{"schema": "vlm-conformance/1", "created": ', "not valid JSON"),
+    ('[1, 2]', "not a run envelope"),
+    ('{"schema": "other/2"}', "schema 'other/2'"),
+    ('{"created": "x"}', "no \"schema\" field"),
+])
+def test_load_envelope_bad_files_give_one_line(tmp_path, content, message):
+    path = tmp_path / "run.json"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(report.EnvelopeError) as info:
+        report.load_envelope(path)
+    text = str(info.value)
+    assert message in text and str(path) in text and "\n" not in text
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda e: e.pop("summary"), "missing field 'summary'"),
+    (lambda e: e["environment"].pop("dtype"), "environment.dtype"),
+    (lambda e: e["models"]["BetaForConditionalGeneration"].pop("cells"), "has no 'cells'"),
+    (lambda e: e["models"]["BetaForConditionalGeneration"]["cells"]["build"].update(verdict="ok"), "verdict 'ok'"),
+])
+def test_load_envelope_missing_fields(tmp_path, mutate, message):
+    envelope = make_envelope()
+    mutate(envelope)
+    with pytest.raises(report.EnvelopeError, match=message):
+        report.load_envelope(write(tmp_path / "run.json", envelope))
+
+
+def test_load_envelope_accepts_pytest_json_report_file(tmp_path):
+    envelope = make_envelope()
+    loaded = report.load_envelope(write(tmp_path / "r.json", {"tests": [], "conformance": envelope}))
+    assert loaded == envelope
+
+
+def _shard(envelope: dict, names: list[str]) -> dict:
+    shard = copy.deepcopy(envelope)
+    shard["models"] = {n: r for n, r in shard["models"].items() if n in names}
+    shard["summary"] = report.summarize(shard["models"], shard["checks"])
+    return shard
+
+
+def test_merge_shards_equals_whole():
+    whole = make_envelope()
+    a = _shard(whole, ["AlphaForConditionalGeneration"])
+    b = _shard(whole, ["BetaForConditionalGeneration", "GammaForConditionalGeneration"])
+    b["environment"]["device_name"] = "another runner"  # may differ between shard machines
+    merged = report.merge_envelopes([a, b], ["a.json", "b.json"])
+    assert merged["models"] == whole["models"]
+    assert merged["summary"] == whole["summary"]
+    assert merged["checks"] == whole["checks"]
+
+
+def test_merge_refuses_other_environment_and_overlap():
+    whole = make_envelope()
+    other = copy.deepcopy(whole)
+    other["environment"]["transformers"] = "4.57.1"
+    with pytest.raises(report.EnvelopeError, match="environment differs .* 'transformers'"):
+        report.merge_envelopes([whole, other], ["a.json", "b.json"])
+    with pytest.raises(report.EnvelopeError, match="also in a.json"):
+        report.merge_envelopes([whole, copy.deepcopy(whole)], ["a.json", "b.json"])
+
+
+def test_envelope_from_parts_uses_environment_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(report, "model_rows", lambda names: {})  # discovery is slow and not under test
+    parts = tmp_path / "m.json.parts"
+    report.write_record(parts / "gw0.jsonl", {"model": "NotAClass", "check": "build", "verdict": "pass"})
+    report.write_record(parts / "gw1.jsonl", {"model": "NotAClass", "check": "compile_prefill", "verdict": "fail",
+                                              "reason": "boom"})
+    with open(parts / "gw1.jsonl", "a") as handle:
+        handle.write('{"model": "NotAClass", "check": "legacy')  # killed mid-write
+    (parts / report.PARTS_ENVIRONMENT).write_text(json.dumps(ENV))
+    envelope = report.envelope_from_parts(parts)
+    assert envelope["environment"] == ENV
+    assert envelope["checks"] == ["build", "compile_prefill"]
+    assert envelope["summary"]["compile_prefill"]["fail"] == 1
+    assert report.validate_envelope(envelope, "x")
+
+
+def test_envelope_from_parts_errors(tmp_path):
+    with pytest.raises(report.EnvelopeError, match="no such directory"):
+        report.envelope_from_parts(tmp_path / "missing")
+    (tmp_path / "p").mkdir()
+    with pytest.raises(report.EnvelopeError, match="no finished cells"):
+        report.envelope_from_parts(tmp_path / "p")
+    report.write_record(tmp_path / "p" / "main.jsonl", {"model": "A", "check": "build", "verdict": "pass"})
+    with pytest.raises(report.EnvelopeError, match="--device/--dtype/--backend"):
+        report.envelope_from_parts(tmp_path / "p")
+
+
+def test_diff_orders_regressions_first():
+    old = make_envelope()
+    new = copy.deepcopy(old)
+    cells = new["models"]["BetaForConditionalGeneration"]["cells"]
+    cells["compile_prefill"] = cell("fail", "graph break")            # pass -> fail: regression
+    cells["legacy_cache"] = cell("xfail", "known")                    # pass -> xfail: regression
+    alpha = new["models"]["AlphaForConditionalGeneration"]["cells"]
+    alpha["compile_prefill"] = cell("pass")                           # fail -> pass: improvement
+    alpha["compile_decode"] = cell("fail", "listed no more")          # xfail -> fail: regression
+    gamma = new["models"]["GammaForConditionalGeneration"]["cells"]
+    gamma["build"] = cell("fail", "NaN logits")                       # error -> fail: same severity
+    del gamma["legacy_cache"]                                         # removed
+    changes = report.diff_envelopes(old, new)
+    kinds = [(c.model[:5], c.check, c.kind) for c in changes]
+    assert kinds == [
+        ("Alpha", "compile_decode", "regression"),
+        ("BetaF", "compile_prefill", "regression"),
+        ("BetaF", "legacy_cache", "regression"),
+        ("Alpha", "compile_prefill", "improvement"),
+        ("Gamma", "build", "changed"),
+        ("Gamma", "legacy_cache", "removed"),
+    ]
+    assert report.diff_envelopes(old, copy.deepcopy(old)) == []

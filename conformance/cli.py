@@ -111,17 +111,19 @@ def cmd_merge(args) -> int:
     if bool(args.parts) == bool(args.runs):
         raise CliError("merge: pass either shard run files or --parts DIR, not both or neither")
     if args.parts:
-        env = None
-        if not (Path(args.parts) / report.PARTS_ENVIRONMENT).exists():
+        env, note = None, ""
+        if Path(args.parts).is_dir() and not (Path(args.parts) / report.PARTS_ENVIRONMENT).exists():
             device = args.device
             if device == "auto":
                 import torch
 
                 device = "cuda" if torch.cuda.is_available() else "cpu"
             env = report.environment(device, args.dtype, args.backend)
-            print(f"note: {args.parts} has no {report.PARTS_ENVIRONMENT}; environment taken from this machine "
-                  f"with device {device}, dtype {args.dtype}, backend {args.backend}", file=sys.stderr)
+            note = (f"note: {args.parts} has no {report.PARTS_ENVIRONMENT}; environment taken from this machine "
+                    f"with device {device}, dtype {args.dtype}, backend {args.backend}")
         envelope = report.envelope_from_parts(args.parts, env)
+        if note:
+            print(note, file=sys.stderr)
     else:
         envelope = report.merge_envelopes([report.load_envelope(p) for p in args.runs], list(args.runs))
     _write({Path(args.output): report.envelope_text(envelope)})

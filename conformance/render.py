@@ -69,11 +69,17 @@ def pass_rate(counts: dict[str, int]) -> str:
     return f"{100 * passed // applicable}% ({passed}/{applicable})"
 
 
-def code(text: str) -> str:
-    """`text` as a one-line Markdown code span (backticks inside become quotes)."""
+def code(text: str, table: bool = False) -> str:
+    """`text` as a one-line Markdown code span (backticks inside become quotes).
+
+    In a table cell a `|` would end the cell even inside a code span, so it is
+    escaped there (GitHub renders `\\|` in a table cell as `|`).
+    """
     text = " ".join(str(text).split()).replace("`", "'")
     if len(text) > REASON_LIMIT:
         text = text[: REASON_LIMIT - 3] + "..."
+    if table:
+        text = text.replace("|", "\\|")
     return f"`{text}`" if text else ""
 
 
@@ -161,7 +167,7 @@ def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
                 if failing:
                     first_check, first = failing[0]
                     overclaimed.append([name, f"`{flag} = {declared[flag]}`", observed,
-                                        code(f"{first_check}: {first.get('reason', '')}")])
+                                        code(f"{first_check}: {first.get('reason', '')}", table=True)])
             elif any(v in PASSING for v in verdicts) and all(v in PASSING or v == "skip" for v in verdicts):
                 underclaimed.append([name, f"`{flag} = {declared[flag]}`", observed])
     return overclaimed, underclaimed
@@ -254,7 +260,7 @@ def coverage_section(envelope: dict) -> list[str]:
         tiny = row.get("tiny", {})
         size = f"{tiny['parameters']:,}" if isinstance(tiny.get("parameters"), int) and tiny["parameters"] else ""
         rows.append([name, f"`{row.get('model_type', '')}`", row.get("kind", ""), status, size,
-                     tiny.get("source", ""), tiny.get("strategy", ""), code(reason)])
+                     tiny.get("source", ""), tiny.get("strategy", ""), code(reason, table=True)])
     total = len(envelope["models"])
     tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     lines = ["## Coverage", "", f"{counts.get('built', 0)} of {total} classes built ({tally}).", ""]

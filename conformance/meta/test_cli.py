@@ -1,0 +1,345 @@
+"""Meta tests of the `conformance` command: every subcommand and every bad input, fast (no model is built)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import sys
+import types
+
+import pytest
+
+from conformance import cli, explain, render, report
+from conformance.meta.test_report import ENV, cell, make_envelope
+
+pytestmark = pytest.mark.meta
+
+ALPHA, BETA, GAMMA = (f"{n}ForConditionalGeneration" for n in ("Alpha", "Beta", "Gamma"))
+README = f"# project\n\ntext before\n\n{render.START_MARKER}\n{render.END_MARKER}\n\ntext after\n"
+
+
+def save(path, data) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def run(capsys, *argv) -> tuple[int, str, str]:
+    code = cli.main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str, *needles: str) -> None:
+    assert code == cli.USAGE_ERROR
+    assert err.startswith("conformance: error: ") and err.count("\n") == 1, err
+    for needle in needles:
+        assert needle in err
+
+
+# --------------------------------------------------------------------------- render / publish
+
+
+def test_render_to_stdout_and_file(tmp_path, capsys):
+    run_json = save(tmp_path / "run.json", make_envelope())
+    code, out, _ = run(capsys, "render", run_json)
+    assert code == 0 and out == render.render_markdown(make_envelope())
+    code, out, _ = run(capsys, "render", run_json, "-o", tmp_path / "out" / "m.md")
+    assert code == 0 and (tmp_path / "out" / "m.md").read_text() == render.render_markdown(make_envelope())
+
+
+def test_render_unwritable_output(tmp_path, capsys):
+    run_json = save(tmp_path / "run.json", make_envelope())
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    code, out, err = run(capsys, "render", run_json, "-o", blocker / "m.md")
+    assert_one_line_error(code, err, "cannot write", "writable")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "run.json"]
+
+
+def test_publish_writes_the_three_files(tmp_path, capsys):
+    envelope = make_envelope()
+    (tmp_path / "README.md").write_text(README)
+    run_json = save(tmp_path / "run.json", envelope)
+    code, out, _ = run(capsys, "publish", run_json, "--root", tmp_path)
+    assert code == 0 and out.count("wrote ") == 3
+    assert report.load_envelope(tmp_path / "reports" / "matrix.json") == envelope
+    assert (tmp_path / "reports" / "MATRIX.md").read_text() == render.render_markdown(envelope)
+    readme = (tmp_path / "README.md").read_text()
+    assert readme.startswith("# project\n\ntext before\n\n") and readme.endswith(f"{render.END_MARKER}\n\ntext after\n")
+    assert render.extract_section(readme) == render.readme_section(envelope)
+    # Publishing the published copy again changes nothing.
+    assert run(capsys, "publish", tmp_path / "reports" / "matrix.json", "--root", tmp_path)[0] == 0
+    assert (tmp_path / "README.md").read_text() == readme
+
+
+@pytest.mark.parametrize("readme, message", [(None, "no such file"), ("# no markers\n", "matrix markers")])
+def test_publish_writes_nothing_on_a_bad_readme(tmp_path, capsys, readme, message):
+    if readme is not None:
+        (tmp_path / "README.md").write_text(readme)
+    run_json = save(tmp_path / "run.json", make_envelope())
+    code, _, err = run(capsys, "publish", run_json, "--root", tmp_path)
+    assert_one_line_error(code, err, message)
+    assert not (tmp_path / "reports").exists()
+    if readme is not None:
+        assert (tmp_path / "README.md").read_text() == readme
+
+
+# --------------------------------------------------------------------------- bad run files
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "no such file"),
+    ('{"schema": "vlm-conformance/1", "models": {', "not valid JSON"),
+    ('{"schema": "vlm-conformance/0"}', "schema 'vlm-conformance/0'"),
+    ('{"schema": "vlm-conformance/1"}', "missing field"),
+])
+@pytest.mark.parametrize("command", ["render", "publish", "diff", "merge", "expectations"])
+def test_bad_run_files_give_one_line_and_write_nothing(tmp_path, capsys, content, message, command):
+    bad = tmp_path / "bad.json"
+    if content is not None:
+        bad.write_text(content)
+    good = save(tmp_path / "good.json", make_envelope())
+    (tmp_path / "README.md").write_text(README)
+    argv = {
+        "render": ["render", bad, "-o", tmp_path / "out.md"],
+        "publish": ["publish", bad, "--root", tmp_path],
+        "diff": ["diff", good, bad],
+        "merge": ["merge", good, bad, "-o", tmp_path / "out.json"],
+        "expectations": ["expectations", "--update", bad, "--file", tmp_path / "out.toml"],
+    }[command]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, message, str(bad))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert (tmp_path / "README.md").read_text() == README
+
+
+@pytest.mark.parametrize("argv, message", [
+    ([], "required: COMMAND"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+    (["diff", "only-one.json"], "required: NEW.json"),
+    (["merge", "a.json"], "required: -o"),
+])
+def test_bad_usage_gives_one_line(capsys, argv, message):
+    code, _, err = run(capsys, *argv)
+    assert_one_line_error(code, err, message)
+
+
+# --------------------------------------------------------------------------- diff
+
+
+def test_diff_exit_status_and_order(tmp_path, capsys):
+    old = make_envelope()
+    improved = copy.deepcopy(old)
+    improved["models"][ALPHA]["cells"]["compile_prefill"] = cell("pass")
+    regressed = copy.deepcopy(improved)
+    regressed["models"][BETA]["cells"]["compile_prefill"] = cell("fail", "graph break: print")
+    regressed["environment"]["transformers"] = "5.25.0.dev0"
+    paths = [save(tmp_path / f"{n}.json", e) for n, e in (("old", old), ("imp", improved), ("reg", regressed))]
+
+    assert run(capsys, "diff", paths[0], paths[0])[:2] == (0, "no verdict changed\n")
+    code, out, _ = run(capsys, "diff", paths[0], paths[1])
+    assert code == 0 and f"{ALPHA} / compile_prefill: fail -> pass" in out
+    code, out, _ = run(capsys, "diff", paths[0], paths[2])
+    assert code == 1
+    assert "environment: transformers 5.24.0 -> 5.25.0.dev0" in out
+    assert out.index("regressions (1):") < out.index("improvements (1):")
+    assert f"{BETA} / compile_prefill: pass -> fail  graph break: print" in out
+
+
+# --------------------------------------------------------------------------- merge
+
+
+def _split(envelope):
+    a, b = copy.deepcopy(envelope), copy.deepcopy(envelope)
+    a["models"] = {ALPHA: a["models"][ALPHA]}
+    b["models"] = {n: r for n, r in b["models"].items() if n != ALPHA}
+    for shard in (a, b):
+        shard["summary"] = report.summarize(shard["models"], shard["checks"])
+    return a, b
+
+
+def test_merge_shards(tmp_path, capsys):
+    whole = make_envelope()
+    a, b = _split(whole)
+    out_json = tmp_path / "merged.json"
+    code, out, _ = run(capsys, "merge", save(tmp_path / "a.json", a), save(tmp_path / "b.json", b), "-o", out_json)
+    assert code == 0 and "3 classes, 12 cells" in out
+    merged = report.load_envelope(out_json)
+    assert merged["models"] == whole["models"] and merged["summary"] == whole["summary"]
+
+
+def test_merge_refuses_another_environment(tmp_path, capsys):
+    a, b = _split(make_envelope())
+    b["environment"]["dtype"] = "bfloat16"
+    code, _, err = run(capsys, "merge", save(tmp_path / "a.json", a), save(tmp_path / "b.json", b),
+                       "-o", tmp_path / "m.json")
+    assert_one_line_error(code, err, "environment differs", "'dtype'")
+    assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_parts_after_a_killed_run(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report, "model_rows", lambda names: {})  # discovery is slow and not under test
+    parts = tmp_path / "matrix.json.parts"
+    for worker, model in (("gw0", ALPHA), ("gw1", BETA)):
+        report.write_record(parts / f"{worker}.jsonl", {"model": model, "check": "build", "verdict": "pass"})
+    with open(parts / "gw1.jsonl", "a") as handle:
+        handle.write('{"model": "' + BETA + '", "check": "compile_prefill", "verd')  # torn by kill -9
+    (parts / report.PARTS_ENVIRONMENT).write_text(json.dumps(ENV))
+    code, out, err = run(capsys, "merge", "--parts", parts, "-o", tmp_path / "matrix.json")
+    assert code == 0 and "2 classes, 2 cells" in out and err == ""
+    envelope = report.load_envelope(tmp_path / "matrix.json")
+    assert envelope["environment"] == ENV and envelope["summary"]["build"]["pass"] == 2
+
+
+def test_merge_parts_without_environment_file_describes_this_machine(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(report, "model_rows", lambda names: {})
+    parts = tmp_path / "p"
+    report.write_record(parts / "main.jsonl", {"model": ALPHA, "check": "build", "verdict": "fail", "reason": "r"})
+    code, _, err = run(capsys, "merge", "--parts", parts, "--dtype", "bfloat16", "-o", tmp_path / "m.json")
+    assert code == 0 and "no environment.json" in err
+    env = report.load_envelope(tmp_path / "m.json")["environment"]
+    assert (env["device"], env["dtype"], env["backend"]) == ("cpu", "bfloat16", "eager")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["merge", "--parts", "{tmp}/missing", "-o", "{tmp}/m.json"], "no such directory"),
+    (["merge", "{tmp}/a.json", "--parts", "{tmp}", "-o", "{tmp}/m.json"], "not both or neither"),
+    (["merge", "-o", "{tmp}/m.json"], "not both or neither"),
+])
+def test_merge_bad_arguments(tmp_path, capsys, argv, message):
+    code, _, err = run(capsys, *[a.format(tmp=tmp_path) for a in argv])
+    assert_one_line_error(code, err, message)
+    assert not (tmp_path / "m.json").exists()
+
+
+# --------------------------------------------------------------------------- explain
+
+
+def test_explain_unknown_check_id(capsys):
+    code, _, err = run(capsys, "explain", ALPHA, "compile_everything")
+    assert_one_line_error(code, err, "unknown check id 'compile_everything'", "build")
+
+
+def test_explain_unknown_class(capsys, monkeypatch):
+    import conformance.discover
+
+    monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: object()})
+    code, _, err = run(capsys, "explain", "AlphaForConditionalGeneraton", "build")
+    assert_one_line_error(code, err, "unknown class 'AlphaForConditionalGeneraton'", f"did you mean {ALPHA}")
+
+
+def test_explain_check_without_implementation(capsys, monkeypatch):
+    import conformance.checks.base as base
+
+    monkeypatch.setattr(base, "load_all_checks", lambda: {})
+    code, _, err = run(capsys, "explain", ALPHA, "build")
+    assert_one_line_error(code, err, "no implementation")
+
+
+def test_explain_bad_dtype(capsys):
+    code, _, err = run(capsys, "explain", ALPHA, "build", "--dtype", "int8")
+    assert_one_line_error(code, err, "invalid choice: 'int8'")
+
+
+def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
+    """A fake check on a fake case: explain shows everything and exits 1."""
+    import conformance.checks.base as base
+    import conformance.discover
+
+    def failing_check(case):
+        raise RuntimeError("Unsupported: data-dependent branch")
+
+    info = types.SimpleNamespace(name=ALPHA)
+    monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: info})
+    monkeypatch.setattr(base, "load_all_checks", lambda: {"compile_prefill": failing_check})
+    monkeypatch.setitem(base.CHECKS, "compile_prefill", failing_check)
+    monkeypatch.setattr(explain, "build_case", lambda *args: types.SimpleNamespace(seed=0))
+    monkeypatch.setattr(explain, "_expectation", lambda model, check: (None, ""))
+    code, out, _ = run(capsys, "explain", ALPHA, "compile_prefill", "--device", "cpu")
+    assert code == 1
+    assert f"== {ALPHA} / compile_prefill on cpu, float32, backend eager" in out
+    assert "verdict: fail" in out and "reason: RuntimeError: Unsupported: data-dependent branch" in out
+    assert "traceback:\nTraceback (most recent call last):" in out and "in failing_check" in out
+    location = explain.locate_test("compile_prefill")
+    target = f"{location[0]}::{location[1]}" if location else "conformance"
+    assert f"reproduce: pytest {target} --models {ALPHA} --checks compile_prefill --device cpu -p no:randomly" in out
+
+
+def test_explain_build_error_is_reported_not_raised(capsys, monkeypatch):
+    import conformance.checks.base as base
+    import conformance.discover
+
+    def no_config(*args):
+        raise KeyError("vision_config")
+
+    monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
+    monkeypatch.setattr(base, "load_all_checks", lambda: {"build": lambda case: {}})
+    monkeypatch.setattr(explain, "build_case", no_config)
+    monkeypatch.setattr(explain, "_expectation", lambda model, check: (None, ""))
+    code, out, _ = run(capsys, "explain", ALPHA, "build", "--device", "cpu")
+    assert code == 1 and "verdict: error" in out and "KeyError: 'vision_config'" in out and "in no_config" in out
+
+
+def test_reproducer_points_at_the_test_of_the_check():
+    assert explain.locate_test("build") == ("conformance/test_build.py", "test_build")
+    assert explain.reproducer(ALPHA, "build", "auto", "float32", "eager") == (
+        f"pytest conformance/test_build.py::test_build --models {ALPHA} --checks build -p no:randomly")
+    assert explain.reproducer(ALPHA, "build", "cuda", "bfloat16", "inductor").endswith(
+        "--checks build --device cuda --dtype bfloat16 --backend inductor -p no:randomly")
+
+
+# --------------------------------------------------------------------------- list, delegated commands
+
+
+def test_list(capsys, monkeypatch):
+    import conformance.discover
+
+    infos = (types.SimpleNamespace(name=ALPHA, model_type="alpha", kind="multimodal-decoder-only",
+                                   modalities=("image", "text")),
+             types.SimpleNamespace(name="B", model_type="b", kind="text-decoder-only", modalities=("text",)))
+    monkeypatch.setattr(conformance.discover, "discover", lambda: infos)
+    code, out, err = run(capsys, "list")
+    assert code == 0 and out.splitlines() == [
+        f"{ALPHA}  alpha  multimodal-decoder-only  image,text",
+        f"{'B':<{len(ALPHA)}}  b      text-decoder-only        text",
+    ]
+    assert err == "2 classes\n"
+
+
+def test_expectations_update_is_delegated(tmp_path, capsys, monkeypatch):
+    from conformance import gate
+
+    run_json = save(tmp_path / "run.json", make_envelope())
+    seen = []
+
+    def update(run_path, file_path):
+        seen.append((run_path, file_path))
+        return tmp_path / "x.toml"
+
+    monkeypatch.setattr(gate, "update_expectations", update, raising=False)
+    code, out, _ = run(capsys, "expectations", "--update", run_json, "--file", tmp_path / "x.toml")
+    assert code == 0 and out == f"wrote {tmp_path / 'x.toml'}\n"
+    assert [(str(a), str(b)) for a, b in seen] == [(run_json, str(tmp_path / "x.toml"))]
+    monkeypatch.delattr(gate, "update_expectations")
+    code, _, err = run(capsys, "expectations", "--update", run_json)
+    assert_one_line_error(code, err, "update_expectations is not available")
+
+
+def test_bench_is_delegated(capsys, monkeypatch):
+    fake = types.ModuleType("conformance.bench")
+    fake.main = lambda argv: 3 if argv == ["--models", "X", "--help"] else 0
+    monkeypatch.setitem(sys.modules, "conformance.bench", fake)
+    import conformance
+
+    monkeypatch.setattr(conformance, "bench", fake, raising=False)
+    assert cli.main(["bench", "--models", "X", "--help"]) == 3
+
+
+def test_bench_missing_module_is_one_line(capsys, monkeypatch):
+    import conformance
+
+    monkeypatch.delattr(conformance, "bench", raising=False)
+    monkeypatch.setitem(sys.modules, "conformance.bench", None)
+    code, _, err = run(capsys, "bench")
+    assert_one_line_error(code, err, "conformance.bench is not available")

@@ -1,0 +1,148 @@
+"""Meta tests of conformance.render, and the check that the README shows the published run."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from conformance import render, report
+from conformance.meta.test_report import cell, make_envelope
+
+pytestmark = pytest.mark.meta
+
+ALPHA, BETA, GAMMA = (f"{n}ForConditionalGeneration" for n in ("Alpha", "Beta", "Gamma"))
+
+
+def _section(markdown: str, title: str) -> str:
+    """The text of the `## title` section of a rendered document."""
+    start = markdown.index(f"## {title}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start:] if end < 0 else markdown[start:end]
+
+
+def test_readme_section_matches_published_run():
+    """The README's matrix is exactly what `conformance publish reports/matrix.json` writes."""
+    envelope_path = report.ROOT / "reports" / "matrix.json"
+    if not envelope_path.exists():
+        pytest.fail(f"{envelope_path} is missing: publish a run with `conformance publish RUN.json` "
+                    "(it writes reports/matrix.json, reports/MATRIX.md and the README section)", pytrace=False)
+    envelope = report.load_envelope(envelope_path)
+    readme = (report.ROOT / "README.md").read_text()
+    stale = "is stale: rerun `conformance publish reports/matrix.json`"
+    assert render.extract_section(readme) == render.readme_section(envelope), f"README.md matrix section {stale}"
+    matrix = report.ROOT / "reports" / "MATRIX.md"
+    assert matrix.exists() and matrix.read_text() == render.render_markdown(envelope), f"reports/MATRIX.md {stale}"
+
+
+def test_every_verdict_has_a_distinct_symbol_in_the_legend():
+    assert set(render.SYMBOLS) == set(report.VERDICTS)
+    assert len(set(render.SYMBOLS.values())) == len(report.VERDICTS)
+    legend = render.legend()
+    assert all(symbol in legend for symbol in render.SYMBOLS.values())
+
+
+@pytest.mark.parametrize("counts, expected", [
+    ({"pass": 80, "fail": 6}, "93% (80/86)"),
+    ({"pass": 1, "xpass": 1, "skip": 5, "error": 2}, "50% (2/4)"),
+    ({"pass": 2, "fail": 1}, "66% (2/3)"),  # rounded down: never shows more than was passed
+    ({"skip": 3}, "n/a (0/0)"),
+])
+def test_pass_rate(counts, expected):
+    assert render.pass_rate(counts) == expected
+
+
+def test_image_text_classes_come_first_then_the_others():
+    markdown = render.render_markdown(make_envelope())
+    image_text = _section(markdown, "Image-text-to-text classes (2)")
+    others = _section(markdown, "Other classes (1)")
+    assert markdown.index(image_text) < markdown.index(others)
+    assert f"| {ALPHA} | ✅ | ❌ | ⚠️ | ✅ |" in image_text
+    assert f"| {BETA} | ✅ | ✅ | ➖ | ✅ |" in image_text
+    assert GAMMA not in image_text and f"| {GAMMA} | 💥 | 💥 | 💥 | 💥 |" in others
+
+
+def test_summary_lines_per_check():
+    summary = _section(render.render_markdown(make_envelope()), "Summary")
+    assert "| `compile_prefill` | 33% (1/3) | 1 | 1 | 0 | 0 | 0 | 1 | 0 |" in summary
+    assert "| `compile_decode` | 0% (0/2) |" in summary
+
+
+def test_declared_vs_observed_lists_both_directions():
+    section = _section(render.render_markdown(make_envelope()), "Declared vs observed")
+    over = section[section.index("Declared but not observed"):section.index("Observed but not declared")]
+    under = section[section.index("Observed but not declared"):]
+    assert ALPHA in over and "`_can_compile_fullgraph = True`" in over and "Tensor.item()" in over
+    assert BETA in under and "`_can_compile_fullgraph = False`" in under
+    assert GAMMA not in section  # errors observe nothing
+
+
+def test_a_false_flag_with_a_failing_check_is_no_disagreement():
+    envelope = make_envelope()
+    envelope["models"][BETA]["cells"]["compile_decode"] = cell("fail", "recompiled")
+    overclaimed, underclaimed = render.disagreements(envelope)
+    assert [r[0] for r in overclaimed] == [ALPHA] and underclaimed == []
+
+
+def test_failures_carry_their_reasons_and_collapse_a_shared_reason():
+    section = _section(render.render_markdown(make_envelope()), "Failures")
+    assert f"❌ {ALPHA} / `compile_prefill`: `graph break: Tensor.item() (at transformers/a.py:12)`" in section
+    assert f"⚠️ {ALPHA} / `compile_decode`: `recompiled: guard on cache_position`" in section
+    errors = [line for line in section.splitlines() if line.startswith(f"- 💥 {GAMMA}")]
+    assert errors == [f"- 💥 {GAMMA} / `build`, `compile_prefill`, `compile_decode`, `legacy_cache`: "
+                      "`tiny model or inputs could not be built: KeyError: 'x'`"]
+
+
+def test_reasons_cannot_break_markdown():
+    envelope = make_envelope()
+    envelope["models"][ALPHA]["cells"]["compile_prefill"]["reason"] = "a | b `c`\nd"
+    markdown = render.render_markdown(envelope)
+    row = next(line for line in markdown.splitlines() if line.startswith(f"| {ALPHA} | `_can"))
+    assert "a \\| b 'c' d" in row and row.count(" | ") == 3
+    assert "`compile_prefill`: `a | b 'c' d`" in markdown
+
+
+def test_coverage_and_legacy_tuple_metric():
+    markdown = render.render_markdown(make_envelope())
+    coverage = _section(markdown, "Coverage")
+    assert "2 of 3 classes built (2 built, 1 error)." in coverage
+    assert f"| {ALPHA} | `alpha` | multimodal-decoder-only | built | 52,832 | auto | pixels |  |" in coverage
+    assert f"| {GAMMA} | `gamma` | text-encoder-decoder | error |" in coverage and "KeyError" in coverage
+    legacy = _section(markdown, "`legacy_cache`")
+    assert f"| `rejected_unclear` | 1 | {BETA} |" in legacy
+
+
+def test_coverage_status_of_a_failing_build_check():
+    row = {"cells": {"build": cell("fail", "pixels ignored")}}
+    assert render.coverage_status(row) == ("build check fails", "pixels ignored")
+    assert render.coverage_status({"cells": {}}) == ("not run", "")
+
+
+def test_readme_section_is_compact_and_links_the_full_report():
+    envelope = make_envelope()
+    section = render.readme_section(envelope)
+    assert section.startswith("transformers 5.24.0 · torch 2.13.0 · device cpu (x86_64) · dtype float32 · "
+                              "backend eager · 2026-11-29\n")
+    assert "| `build` | 66% (2/3) |" in section
+    assert ALPHA in section and GAMMA not in section
+    assert "[reports/MATRIX.md](reports/MATRIX.md)" in section
+    assert render.readme_section(copy.deepcopy(envelope)) == section
+
+
+def test_replace_and_extract_section_round_trip():
+    readme = f"# title\n\nintro\n\n{render.START_MARKER}\nold\n{render.END_MARKER}\n\nafter\n"
+    new = render.replace_section(readme, "new table\n")
+    assert new == f"# title\n\nintro\n\n{render.START_MARKER}\nnew table\n{render.END_MARKER}\n\nafter\n"
+    assert render.extract_section(new) == "new table\n"
+    assert render.replace_section(new, "new table\n") == new
+
+
+@pytest.mark.parametrize("text, message", [
+    ("no markers at all\n", "found 0 start and 0 end"),
+    (f"{render.START_MARKER}\n{render.START_MARKER}\n{render.END_MARKER}\n", "found 2 start and 1 end"),
+    (f"{render.END_MARKER}\n{render.START_MARKER}\n", "comes before"),
+])
+def test_bad_markers_give_one_line(text, message):
+    with pytest.raises(render.SectionError, match=message) as info:
+        render.replace_section(text, "x\n", "README.md")
+    assert "\n" not in str(info.value) and "README.md" in str(info.value)

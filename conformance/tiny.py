@@ -78,6 +78,9 @@ NOT_A_WIDTH = re.compile(
     r"position|vocab|image_size|patch|window|length|num_|token|_id|rate|mel|chunk|frame|bin|stride|"
     r"kernel|max_|seq|bucket|codebook|grid|pinpoint|resolution|crop|shortest|longest|pixels|layers"
 )
+# Any large size named like a width is one (projector/out widths not equal to a model width).
+WIDE_KEY = re.compile(r"hidden_size|hidden_dim|embed_dim|d_model|_width$|proj_dim|projection_dim|out_dim")
+LARGE_WIDTH = 256
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids|_id)$|^(bos|eos|pad|sep|cls|unk|mask)_")
 LAYER_INDEX_LIST = re.compile(r"(indexes|indices|layer_ids|_block_indexes|fullatt_block_indexes|deepstack_visual_indexes)$")
 
@@ -161,8 +164,8 @@ class _Shrinker:
         out = {}
         for key, value in node.items():
             out[key] = self._value(key, value, node, old_layers, old_heads)
-        if "head_dim" in out and isinstance(out["head_dim"], int):
-            out["head_dim"] = HEAD_DIM
+        _fix_head_dims(node, out)
+        _fix_mrope(out)
         return out
 
     def _value(self, key: str, value: Any, node: dict, old_layers: int | None, old_heads: int | None) -> Any:
@@ -227,13 +230,64 @@ class _Shrinker:
         if key in WIDTH_KEYS or (value in self.widths and not NOT_A_WIDTH.search(key)
                                  and re.search(r"hidden|dim|embed|size|d_model|width|channels", key)):
             return WIDTH
+        if value >= LARGE_WIDTH and WIDE_KEY.search(key) and not NOT_A_WIDTH.search(key):
+            # a projector or output width the defaults left unequal to any model width
+            return WIDTH
         return value
 
     def _rope(self, rope: dict) -> dict:
-        out = dict(rope)
-        if isinstance(out.get("mrope_section"), list):
-            out["mrope_section"] = _scale_sections(out["mrope_section"], HEAD_DIM // 2)
-        return out
+        return dict(rope)  # mrope sections are fitted by `_fix_mrope` once head dims are known
+
+
+def _fix_head_dims(old: dict, out: dict) -> None:
+    """Head dims of one attention config stay consistent with each other.
+
+    `head_dim` is explicit (a None default leaves models to guess); a
+    `head_dim` equal to the rope part of an MLA head stays equal to it;
+    `qk_head_dim` stays the sum of its nope and rope parts.
+    """
+    if "head_dim" not in out or not any(k in out for k in HEAD_KEYS):
+        return
+    if isinstance(old.get("head_dim"), int) and old.get("head_dim") == old.get("qk_rope_head_dim"):
+        out["head_dim"] = out["qk_rope_head_dim"]
+    else:
+        out["head_dim"] = HEAD_DIM
+    if isinstance(out.get("qk_nope_head_dim"), int) and isinstance(out.get("qk_rope_head_dim"), int):
+        if "qk_head_dim" in out:
+            out["qk_head_dim"] = out["qk_nope_head_dim"] + out["qk_rope_head_dim"]
+
+
+def _declares_mrope(node: dict) -> bool:
+    """Whether `node`'s config class takes multimodal rope sections (`mrope_section`)."""
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING
+
+    model_type = node.get("model_type")
+    try:
+        cls = CONFIG_MAPPING[model_type]
+    except Exception:
+        return False
+    return "mrope_section" in (getattr(cls, "ignore_keys_at_rope_validation", None) or ())
+
+
+def _fix_mrope(out: dict) -> None:
+    """`mrope_section` sums to half the rotary dim (head_dim x partial rotary factor,
+    or the MLA rope part), keeping its ratios; configs that take sections but leave
+    them to a code default get explicit ones (the common 2:3:3 t/h/w split)."""
+    rope = out.get("rope_parameters")
+    if not isinstance(rope, dict):
+        return
+    sections = rope.get("mrope_section")
+    if not isinstance(sections, list):
+        if not _declares_mrope(out):
+            return
+        sections = [2, 3, 3]
+    factor = rope.get("partial_rotary_factor", out.get("partial_rotary_factor", 1.0)) or 1.0
+    rotary = out.get("qk_rope_head_dim") or int((out.get("head_dim") or HEAD_DIM) * factor)
+    if rotary // 2 < len(sections) and isinstance(out.get("head_dim"), int) and "qk_rope_head_dim" not in out:
+        # too few rotary dims for one per section: widen the heads, not the sections
+        out["head_dim"] = int(2 * len(sections) / factor)
+        rotary = int(out["head_dim"] * factor)
+    rope["mrope_section"] = _scale_sections(sections, rotary // 2)
 
 
 def shrink_tree(tree: dict) -> dict:

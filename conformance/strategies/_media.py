@@ -28,6 +28,18 @@ def channels(ctx) -> int:
     return int(getattr(vision, "num_channels", 3) or 3) if vision is not None else 3
 
 
+def vision_value(ctx, keys: tuple[str, ...], default: Any = None) -> Any:
+    """The first of `keys` set on the vision config (else the top config)."""
+    for cfg in (getattr(ctx.config, "vision_config", None), ctx.config):
+        if cfg is None:
+            continue
+        for key in keys:
+            value = getattr(cfg, key, None)
+            if value is not None:
+                return value
+    return default
+
+
 def pixels(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=gen)
 
@@ -44,15 +56,16 @@ def image_token_id(ctx) -> int:
     raise LookupError("config names no image placeholder token (image_token_id / image_token_index)")
 
 
-def _numel(features: Any) -> int:
+def feature_rows(features: Any) -> int:
+    """How many feature vectors an encoder output holds (tensors' numel / last dim)."""
     if isinstance(features, torch.Tensor):
-        return features.numel()
+        return features.numel() // features.shape[-1] if features.dim() else 0
     if isinstance(features, (list, tuple)):
-        return sum(_numel(f) for f in features)
-    if hasattr(features, "pooler_output") and features.pooler_output is not None:
-        return _numel(features.pooler_output)
-    if hasattr(features, "last_hidden_state"):
-        return _numel(features.last_hidden_state)
+        return sum(feature_rows(f) for f in features)
+    if getattr(features, "pooler_output", None) is not None:
+        return feature_rows(features.pooler_output)
+    if getattr(features, "last_hidden_state", None) is not None:
+        return feature_rows(features.last_hidden_state)
     raise TypeError(f"cannot count features of type {type(features).__name__}")
 
 
@@ -68,8 +81,7 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int) -> int:
     """Placeholder tokens per image: what the model's own encoder emits.
 
     Calls the model's `get_image_features` with the sample's media inputs and
-    divides the number of feature values by the text width and the number of
-    images.
+    divides the number of feature vectors by the number of images.
     """
     import inspect
 
@@ -79,8 +91,7 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int) -> int:
     kwargs = {k: v for k, v in media_kwargs.items() if k in params or takes_kwargs}
     with torch.no_grad():
         features = fn(**kwargs)
-    width = ctx.text_config.hidden_size
-    total = _numel(features)
-    if total % (width * images):
-        raise ValueError(f"image features ({total} values) do not split into {images} images of width {width}")
-    return total // (width * images)
+    rows = feature_rows(features)
+    if rows % images:
+        raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
+    return rows // images

@@ -5,7 +5,10 @@ transformers takes a cache in `forward` (``cache`` in newer 5.x, where
 ``past_key_values`` is a deprecated alias; ``past_key_values`` before);
 `static_cache(model, max_len)` builds the StaticCache `generate` would build
 for `cache_implementation="static"` (decoder text config), across the
-StaticCache signatures of 4.57 and 5.x.
+StaticCache signatures of 4.57 and 5.x; `greedy(new_tokens)` is the
+generate kwargs of a deterministic run of exactly `new_tokens` tokens
+(EOS cannot stop it early; generate's own auto-compile is off, so a cache
+check never silently becomes a compile check).
 """
 
 from __future__ import annotations
@@ -52,3 +55,9 @@ def has_kv_cache(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes a cache at all."""
     params = inspect.signature(model.forward).parameters
     return "cache" in params or "past_key_values" in params
+
+
+def greedy(new_tokens: int) -> dict:
+    """generate kwargs: greedy, exactly `new_tokens` new tokens, no auto-compile."""
+    return {"do_sample": False, "num_beams": 1, "max_new_tokens": new_tokens, "min_new_tokens": new_tokens,
+            "disable_compile": True}

@@ -1,0 +1,230 @@
+"""Check `compile_decode`: decode steps compiled fullgraph over a StaticCache.
+
+Contract: greedy `generate` on the case's multimodal prefill with a
+`StaticCache` (the one generate would build, `_cache.static_cache`) and a
+`CompileConfig(fullgraph=True, backend=case.backend, dynamic=False)` — the
+way users get compiled decoding — runs an eager prefill and `DECODE_STEPS`
+one-token decode steps through the compiled forward, with exactly the cache
+and position inputs generate passes (grown attention mask, position ids,
+rope deltas kept by the model, no pixels after the prefill). Models whose
+generate delegates to a sub-model (BLIP-2 style) are compiled and decoded
+through that sub-model, because that is what their generate does.
+
+It holds when:
+* dynamo compiled the decode step, fullgraph (no graph break);
+* no step after the first recompiled (dynamo's counters; the reason names
+  the guard that failed);
+* at every step the logits match (a) eager greedy decoding of a fresh
+  instance with the default dynamic cache and (b) one forward without cache
+  over the same tokens (so a cache that silently returns wrong values is
+  caught), within `case.tol()`. The compiled run is forced onto the tokens of
+  the eager run, so a near-tie cannot make the two runs compare different
+  sequences.
+
+Not applicable when generate passes no KV cache to any forward.
+Metrics: `max_abs_diff`, `max_abs_diff_no_cache`, `recompiles`,
+`graph_breaks`, `compile_seconds`, `decode_steps`.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList
+from transformers.cache_utils import Cache
+
+from conformance.checks._cache import cache_kwarg, greedy, static_cache
+from conformance.checks._dynamo import DynamoWatch, break_reason
+from conformance.checks.base import Case, ContractViolation, NotApplicable, check, logits_of, max_abs_diff
+
+DECODE_STEPS = 4
+NEW_TOKENS = DECODE_STEPS + 1  # the prefill predicts the first new token
+
+
+class ForceTokens(LogitsProcessor):
+    """Greedy decoding that follows given tokens (raw logits are left untouched)."""
+
+    def __init__(self, tokens: torch.Tensor):
+        self.tokens = tokens
+        self.step = 0
+
+    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        forced = torch.full_like(scores, float("-inf"))
+        forced.scatter_(1, self.tokens[:, self.step : self.step + 1].to(scores.device), 0.0)
+        self.step += 1
+        return forced
+
+
+class ForwardRecorder:
+    """Records the kwargs of every forward call of the model and its generating sub-models."""
+
+    def __init__(self, model: torch.nn.Module):
+        from transformers import GenerationMixin
+
+        self.modules = [model] + [m for m in model.modules() if m is not model and isinstance(m, GenerationMixin)]
+        self.calls: dict[int, list[dict]] = {id(m): [] for m in self.modules}
+        self.handles = [m.register_forward_pre_hook(self._hook(m), with_kwargs=True) for m in self.modules]
+
+    def _hook(self, module):
+        def record(_module, args, kwargs):
+            self.calls[id(module)].append(dict(kwargs))
+
+        return record
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def decoder(self) -> tuple[torch.nn.Module, list[dict]] | None:
+        """The outermost module generate decoded with (it got a Cache), and its calls."""
+        for module in self.modules:
+            calls = self.calls[id(module)]
+            if calls and any(isinstance(v, Cache) for v in calls[0].values()):
+                return module, calls
+        return None
+
+
+def _sequence_length(call: dict) -> int:
+    ids = call.get("input_ids")
+    if ids is None:
+        ids = call.get("decoder_input_ids")
+    if ids is not None:
+        return ids.shape[1]
+    return call["inputs_embeds"].shape[1]
+
+
+def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
+    """Kwargs of one forward without cache over every token the recorded calls fed.
+
+    A sequence-aligned input is the concatenation of its per-call slices; an
+    input that already spans the whole sequence in the last call (the 2D
+    attention mask) is taken from there; anything else (pixels, encoder
+    outputs) is the prefill's. A prefill given as embeddings is continued
+    with the decoder's own input embeddings of the decoded tokens.
+    """
+    lengths = [_sequence_length(c) for c in calls]
+    total = sum(lengths)
+    first, last = calls[0], calls[-1]
+    full: dict = {}
+    for key, value in first.items():
+        if isinstance(value, Cache) or key in ("logits_to_keep", "use_cache", "cache_position"):
+            continue
+        full[key] = value
+        if not isinstance(value, torch.Tensor):
+            continue
+        latest = last.get(key)
+        if isinstance(latest, torch.Tensor) and latest.shape[-1] == total and latest.dim() == value.dim():
+            full[key] = latest
+        elif key == "inputs_embeds":
+            later = [c.get("inputs_embeds") if c.get("inputs_embeds") is not None
+                     else decoder.get_input_embeddings()(c["input_ids"]) for c in calls[1:]]
+            full[key] = torch.cat([value, *later], dim=1)
+        elif all(isinstance(c.get(key), torch.Tensor) and c[key].shape[-1] == n for c, n in zip(calls, lengths)):
+            full[key] = torch.cat([c[key] for c in calls], dim=-1)
+    if "inputs_embeds" in full and full.get("input_ids") is None:
+        full.pop("input_ids", None)
+    full["use_cache"] = False
+    return full
+
+
+def _compile_config(backend: str):
+    from transformers.generation.configuration_utils import CompileConfig
+
+    config = CompileConfig(fullgraph=True, dynamic=False, backend=backend, mode=None)
+    config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise
+    return config
+
+
+def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dict) -> dict:
+    """The static cache generate would use: ours for decoder-only, generate's own for encoder-decoder."""
+    if getattr(model.config, "is_encoder_decoder", False):
+        return {"cache_implementation": "static"}
+    first = next(v for k, v in prefill.items() if k in ("input_ids", "inputs_embeds") and v is not None)
+    cache = static_cache(decoder, _sequence_length(prefill) + NEW_TOKENS, batch_size=first.shape[0])
+    return {cache_kwarg(decoder): cache}
+
+
+@check("compile_decode")
+def check_compile_decode(case: Case) -> dict:
+    metrics: dict = {"graph_breaks": 0, "recompiles": 0}
+    inputs = case.inputs()
+    tol = case.tol()
+
+    reference = case.fresh_model()
+    if not hasattr(reference, "generate"):
+        raise NotApplicable("the model has no generate()")
+    recorder = ForwardRecorder(reference)
+    try:
+        with torch.no_grad():
+            eager = reference.generate(**inputs, **greedy(NEW_TOKENS), output_logits=True,
+                                       return_dict_in_generate=True)
+    finally:
+        recorder.remove()
+    found = recorder.decoder()
+    if found is None:
+        raise NotApplicable("generate passes no KV cache to any forward: nothing to decode with a StaticCache")
+    decoder, calls = found
+    tokens = eager.sequences[:, -NEW_TOKENS:]
+    with torch.no_grad():
+        no_cache = logits_of(decoder(**no_cache_inputs(decoder, calls)))
+    prefill_length = _sequence_length(calls[0])
+
+    model = case.fresh_model()
+    generate_kwargs = greedy(NEW_TOKENS) | {"disable_compile": False}
+    with DynamoWatch() as watch:
+        try:
+            with torch.no_grad():
+                compiled = model.generate(
+                    **inputs, **generate_kwargs, **_cache_kwargs(model, decoder, calls[0]),
+                    compile_config=_compile_config(case.backend), output_logits=True, return_dict_in_generate=True,
+                    logits_processor=LogitsProcessorList([ForceTokens(tokens)]))
+        except Exception as exc:
+            metrics["graph_breaks"] = max(1, len(watch.graph_breaks))
+            raise ContractViolation(f"compiled decode failed: {break_reason(exc)}", metrics) from exc
+        metrics["compile_seconds"] = watch.compile_seconds
+        _judge_compilation(watch, metrics)
+
+    metrics["decode_steps"] = len(compiled.logits) - 1
+    _compare_steps(compiled.logits, eager.logits, no_cache, prefill_length, tol, metrics)
+    return metrics
+
+
+def _judge_compilation(watch: DynamoWatch, metrics: dict) -> None:
+    breaks = watch.graph_breaks
+    if breaks:
+        metrics["graph_breaks"] = len(breaks)
+        metrics["first_break"] = breaks[0]
+        raise ContractViolation(f"the compiled decode step has {len(breaks)} graph break(s), first: {breaks[0]}",
+                                metrics)
+    if watch.graphs == 0:
+        raise ContractViolation("generate did not compile the decode step (its cache is not a compileable "
+                                "static cache, or the model's generate bypasses compilation)", metrics)
+    metrics["recompiles"] = watch.graphs - 1
+    if metrics["recompiles"]:
+        guards = watch.guard_failures
+        guard = guards[0] if guards else "unknown guard"
+        raise ContractViolation(f"decode step recompiled {metrics['recompiles']} time(s) after the first step; "
+                                f"first failed guard: {guard}", metrics)
+
+
+def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefill_length: int, tol: float,
+                   metrics: dict) -> None:
+    """Each step's logits vs eager dynamic-cache decoding (a) and vs the no-cache forward (b)."""
+    if len(compiled) != len(eager):
+        raise ContractViolation(f"compiled run produced {len(compiled)} steps, eager {len(eager)}", metrics)
+    metrics.setdefault("max_abs_diff", 0.0)
+    metrics.setdefault("max_abs_diff_no_cache", 0.0)
+    for step, (actual, expected) in enumerate(zip(compiled, eager)):
+        full = no_cache[:, prefill_length - 1 + step]
+        diff = max_abs_diff(actual, expected)
+        diff_full = max_abs_diff(actual, full)
+        metrics["max_abs_diff"] = max(metrics["max_abs_diff"], diff)
+        metrics["max_abs_diff_no_cache"] = max(metrics["max_abs_diff_no_cache"], diff_full)
+        what = "prefill" if step == 0 else f"decode step {step}"
+        if not diff <= tol:
+            raise ContractViolation(f"{what}: compiled static-cache logits differ from eager dynamic-cache "
+                                    f"decoding by {diff:.3g} > {tol:g}", metrics)
+        if not diff_full <= tol:
+            eager_full = max_abs_diff(expected, full)
+            raise ContractViolation(f"{what}: compiled static-cache logits differ from a forward without cache by "
+                                    f"{diff_full:.3g} > {tol:g} (eager dynamic-cache decoding differs by "
+                                    f"{eager_full:.3g}): the cache returns wrong values", metrics)

@@ -1,0 +1,284 @@
+"""Check `legacy_cache`: the legacy tuple-of-(key, value) cache contract of the installed version.
+
+Contract. The cache owner is the model itself when its forward takes a cache,
+else its ``language_model`` (models whose generate delegates to it, e.g. a
+Q-Former VLM over OPT). A fresh owner runs the sample's prefill with
+``use_cache=True``; its cache is turned into the legacy format: per layer
+``(key, value)``, or ``(self_key, self_value, cross_key, cross_value)`` for an
+EncoderDecoderCache (``to_legacy_cache()`` where the installed version has
+it). Then:
+
+1. converted back with the installed API (``from_legacy_cache`` where it
+   exists, else the constructor: ``DynamicCache(tuples)``), decoding
+   `DECODE_STEPS` tokens from it gives the same logits as decoding the same
+   tokens from the original cache (eager tolerance); where ``to_legacy_cache``
+   exists the round trip returns the same tensors;
+2. the raw tuples passed to forward are recorded as `raw_tuple`:
+   ``rejected_clear`` (ValueError/TypeError naming the cache),
+   ``rejected_unclear`` (any other error, e.g. an AttributeError deep inside),
+   ``accepted_equal`` or ``accepted_wrong``. ``accepted_wrong`` (a raw tuple
+   silently accepted with wrong results) is a violation.
+
+Decode steps feed ordinary prompt tokens (the last tokens of the prompt, never
+a placeholder) with the attention mask grown by one, as generate does; both
+continuations get identical inputs, so any difference is the cache's.
+Not applicable: no cache anywhere; a cache whose layers hold recurrent state
+(linear attention), which the (key, value) format cannot hold.
+Metrics: `max_abs_diff`, `raw_tuple`, `raw_tuple_error`, `conversion`,
+`cache_class`, `cache_owner`, `layers`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+import torch
+
+from conformance.checks._cache import cache_kwarg, has_kv_cache
+from conformance.checks.base import Case, ContractViolation, NotApplicable, assert_close, check, logits_of, one_line
+
+DECODE_STEPS = 2
+CLEAR_REJECTION = re.compile(r"cache|past_key_values", re.IGNORECASE)
+
+
+def cache_owner(model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
+    """The module whose forward takes the cache: the model, or its language model."""
+    if has_kv_cache(model):
+        return model, "model"
+    language_model = getattr(model, "language_model", None)
+    if isinstance(language_model, torch.nn.Module) and has_kv_cache(language_model):
+        return language_model, "language_model"
+    raise NotApplicable("the model's forward takes no cache, and it has no language_model that does")
+
+
+def owner_inputs(inputs: dict[str, Any], owner_name: str) -> dict[str, Any]:
+    """Prefill kwargs for the owner: the whole sample, or its text part for a language model."""
+    if owner_name == "model":
+        return dict(inputs)
+    keys = ("input_ids", "attention_mask", "decoder_input_ids")
+    return {k: inputs[k] for k in keys if k in inputs}
+
+
+def cache_of(output: Any):
+    for name in ("cache", "past_key_values"):
+        value = getattr(output, name, None) if not isinstance(output, dict) else output.get(name)
+        if value is not None:
+            return value
+    return None
+
+
+def to_legacy(cache) -> tuple:
+    """The legacy tuples of a cache (cloned): per layer (k, v) or (k, v, cross_k, cross_v)."""
+    if hasattr(cache, "to_legacy_cache"):
+        legacy = cache.to_legacy_cache()
+    elif hasattr(cache, "self_attention_cache"):
+        legacy = tuple(pair_a + pair_b for pair_a, pair_b in
+                       zip(_pairs(cache.self_attention_cache), _pairs(cache.cross_attention_cache)))
+    else:
+        legacy = _pairs(cache)
+    return tuple(tuple(_clone(t) for t in layer) for layer in legacy)
+
+
+def _pairs(cache) -> tuple:
+    from transformers.cache_utils import CacheLayerMixin
+
+    layers = getattr(cache, "layers", None)
+    if layers is None:
+        raise NotApplicable(f"{type(cache).__name__} has neither to_legacy_cache nor per-layer keys/values")
+    for layer in layers:
+        if not isinstance(layer, CacheLayerMixin) and not _is_placeholder(layer):
+            raise NotApplicable(
+                f"{type(cache).__name__} holds {type(layer).__name__} layers (recurrent state), "
+                "which the legacy tuple-of-(key, value) format cannot hold")
+    return tuple((getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in layers)
+
+
+def _is_placeholder(layer) -> bool:
+    """A layer that never stores anything (e.g. a KV-sharing consumer)."""
+    return getattr(layer, "keys", None) is None and not hasattr(layer, "conv_states") \
+        and not hasattr(layer, "recurrent_states")
+
+
+def _clone(value):
+    return value.detach().clone() if isinstance(value, torch.Tensor) else value
+
+
+def from_legacy(cache, legacy: tuple) -> tuple[Any, str]:
+    """The installed API's conversion of legacy tuples back into a cache object."""
+    from transformers.cache_utils import DynamicCache
+
+    kind = type(cache) if hasattr(cache, "self_attention_cache") else DynamicCache
+    if hasattr(kind, "from_legacy_cache"):
+        return kind.from_legacy_cache(legacy), f"{kind.__name__}.from_legacy_cache"
+    return kind(legacy), f"{kind.__name__}(tuples)"
+
+
+def same_tensors(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    for layer_a, layer_b in zip(a, b):
+        if len(layer_a) < 2 or len(layer_b) < 2:
+            return False
+        for x, y in zip(layer_a[:4], layer_b[:4]):
+            if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+                return False
+            if isinstance(x, torch.Tensor) and (x.shape != y.shape or not torch.equal(x, y)):
+                return False
+    return True
+
+
+class Decoder:
+    """Decode steps after a prefill, with the inputs generate would pass.
+
+    A decoder-only owner gets its step inputs from its own generation code
+    (`_update_model_kwargs_for_generation` then `prepare_inputs_for_generation`:
+    grown attention mask, token types, positions, dropped media); an
+    encoder-decoder owner gets the prefill's encoder inputs and one new
+    decoder token per step.
+    """
+
+    def __init__(self, owner: torch.nn.Module, prefill: dict[str, Any]):
+        self.owner = owner
+        self.cache_name = cache_kwarg(owner)
+        self.encoder_decoder = "decoder_input_ids" in prefill
+        self.ids_key = "decoder_input_ids" if self.encoder_decoder else "input_ids"
+        ids = prefill.get(self.ids_key)
+        if ids is None:
+            raise NotApplicable(f"the sample has no {self.ids_key} to continue decoding from")
+        self.ids = ids
+        # The last prompt tokens are ordinary text tokens (never a media placeholder).
+        self.tokens = [ids[:, ids.shape[1] - 1 - step:ids.shape[1] - step] for step in range(DECODE_STEPS)]
+        self.generation_code = not self.encoder_decoder and all(
+            hasattr(owner, name) for name in ("prepare_inputs_for_generation", "_update_model_kwargs_for_generation"))
+        self.prefill = self.with_generate_positions(dict(prefill))
+        self.prefill_output = None
+
+    def with_generate_positions(self, prefill: dict[str, Any]) -> dict[str, Any]:
+        """The prefill with the position ids generate computes up front (where the installed version does)."""
+        prepare = getattr(self.owner, "_prepare_position_ids_for_generation", None)
+        if not self.generation_code or prepare is None or "position_ids" in prefill:
+            return prefill
+        if "position_ids" not in inspect.signature(self.owner.forward).parameters:
+            return prefill
+        kwargs = {k: v for k, v in prefill.items() if k != "input_ids"}
+        prefill["position_ids"] = prepare(self.ids, kwargs)
+        return prefill
+
+    def run_prefill(self):
+        """The owner's prefill forward with use_cache=True; returns its output."""
+        with torch.no_grad():
+            self.prefill_output = self.owner(**self.prefill, use_cache=True)
+        return self.prefill_output
+
+    def continue_from(self, cache) -> list[torch.Tensor]:
+        """Logits of each decode step, feeding back the cache each step returns."""
+        logits = []
+        state = self.start()
+        for step in range(DECODE_STEPS):
+            inputs, state = self.step_inputs(step, cache, state)
+            with torch.no_grad():
+                output = self.owner(**inputs)
+            logits.append(logits_of(output).detach().clone())
+            cache = cache_of(output)
+            state = self.advance(state, output)
+        return logits
+
+    def first_inputs(self, cache) -> dict[str, Any]:
+        return self.step_inputs(0, cache, self.start())[0]
+
+    def start(self) -> dict[str, Any]:
+        state = {"ids": self.ids, "kwargs": {k: v for k, v in self.prefill.items() if k != self.ids_key}}
+        return self.advance(state, self.prefill_output)
+
+    def advance(self, state: dict[str, Any], output: Any) -> dict[str, Any]:
+        if self.generation_code:
+            kwargs = self.owner._update_model_kwargs_for_generation(output, dict(state["kwargs"]))
+            state = {**state, "kwargs": kwargs}
+        return state
+
+    def step_inputs(self, step: int, cache, state: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        token = self.tokens[step]
+        ids = torch.cat([state["ids"], token], dim=1)
+        state = {**state, "ids": ids}
+        if self.encoder_decoder:
+            inputs = dict(state["kwargs"])
+            inputs.pop("decoder_attention_mask", None)
+            inputs["decoder_input_ids"] = token
+        elif self.generation_code:
+            inputs = self.prepare(ids, cache, state["kwargs"])
+        else:
+            inputs = {"input_ids": token}
+            mask = state["kwargs"].get("attention_mask")
+            if mask is not None:
+                inputs["attention_mask"] = torch.cat([mask, mask.new_ones((mask.shape[0], step + 1))], dim=1)
+        inputs[self.cache_name] = cache
+        inputs["use_cache"] = True
+        return inputs, state
+
+    def prepare(self, ids: torch.Tensor, cache, kwargs: dict[str, Any]) -> dict[str, Any]:
+        params = inspect.signature(self.owner.prepare_inputs_for_generation).parameters
+        kwargs = {k: v for k, v in kwargs.items() if k not in ("cache", "past_key_values")}
+        extra: dict[str, Any] = {self.cache_name: cache, "use_cache": True}
+        if "next_sequence_length" in params:
+            extra["next_sequence_length"] = 1
+        if "is_first_iteration" in params:
+            extra["is_first_iteration"] = False
+        if "cache_position" in params:  # 4.x: the position of the new token
+            extra["cache_position"] = torch.arange(ids.shape[1] - 1, ids.shape[1], device=ids.device)
+        inputs = self.owner.prepare_inputs_for_generation(ids, **kwargs, **extra)
+        return dict(inputs)
+
+
+def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.Tensor, tol: float, metrics: dict) -> None:
+    """Record what forward does with the raw legacy tuples (`raw_tuple`)."""
+    try:
+        with torch.no_grad():
+            output = decoder.owner(**{**decoder.first_inputs(probe), decoder.cache_name: legacy})
+    except Exception as exc:
+        clear = isinstance(exc, (ValueError, TypeError)) and bool(CLEAR_REJECTION.search(str(exc)))
+        metrics["raw_tuple"] = "rejected_clear" if clear else "rejected_unclear"
+        metrics["raw_tuple_error"] = one_line(exc, limit=200)
+        return
+    returned = cache_of(output)
+    metrics["raw_tuple_returns"] = type(returned).__name__
+    diff = float((logits_of(output).float() - expected.float()).abs().max())
+    if diff <= tol:
+        metrics["raw_tuple"] = "accepted_equal"
+        return
+    metrics["raw_tuple"] = "accepted_wrong"
+    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
+    raise ContractViolation(
+        f"a raw legacy tuple passed as `{decoder.cache_name}` is accepted silently but the logits differ "
+        f"from the original cache's by {diff:.3g} > {tol:g}", metrics)
+
+
+@check("legacy_cache")
+def check_legacy_cache(case: Case) -> dict:
+    model = case.fresh_model().eval()
+    owner, owner_name = cache_owner(model)
+    decoder = Decoder(owner, owner_inputs(case.inputs(), owner_name))
+    cache = cache_of(decoder.run_prefill())
+    if cache is None:
+        raise NotApplicable(f"the {owner_name}'s prefill with use_cache=True returns no cache")
+    metrics: dict = {"cache_owner": owner_name, "cache_class": type(cache).__name__}
+    legacy = to_legacy(cache)
+    metrics["layers"] = len(legacy)
+    converted, metrics["conversion"] = from_legacy(cache, legacy)
+    if hasattr(converted, "to_legacy_cache") and not same_tensors(to_legacy(converted), legacy):
+        raise ContractViolation("to_legacy_cache(from_legacy_cache(tuples)) does not return the same tensors", metrics)
+
+    tol = case.tol("eager")
+    expected = decoder.continue_from(cache)
+    actual = decoder.continue_from(converted)
+    for step, (got, want) in enumerate(zip(actual, expected)):
+        assert_close(got, want, tol, f"decode step {step + 1} from {metrics['conversion']}", metrics)
+    probe, _ = from_legacy(cache, to_legacy_input(legacy))  # only shapes the step inputs
+    classify_raw_tuple(decoder, probe, to_legacy_input(legacy), expected[0], tol, metrics)
+    return metrics
+
+
+def to_legacy_input(legacy: tuple) -> tuple:
+    """Fresh copies of the legacy tuples (forward may not mutate the ones compared above)."""
+    return tuple(tuple(_clone(t) for t in layer) for layer in legacy)

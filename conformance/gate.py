@@ -10,19 +10,42 @@ cells, one table per cell::
     reason = "graph break: ..."
     link = "https://github.com/huggingface/transformers/issues/..."   # optional
 
-Contract of `judge(outcome_verdict, expectation)`: a listed failure is
-`xfail`; a listed cell that passes is `xpass` (fails the run: remove the
-expectation); an unlisted failure stays `fail`; pass/skip are unchanged.
+Contracts:
+
+* `load(path)` returns {(canonical class name, check id): Expectation}; a
+  missing file means no expectations. A bad file raises `ExpectationsError`
+  with one line naming the file, the entry and the fix: invalid TOML, a
+  missing or non-string field, a verdict other than fail/error/timeout, an
+  unknown field, a cell listed twice, a class not discovered in the installed
+  transformers, an unknown check id. An alias of a class counts as the class.
+* `judge(outcome_verdict, expectation)`: a listed failure is `xfail`; a
+  listed cell that passes is `xpass` (fails the run: remove the
+  expectation); an unlisted failure stays `fail`; pass/skip are unchanged.
+* `update_expectations(run_json, path)` rewrites the file from a run's
+  envelope: cells of the run whose verdict is fail/error/timeout/xfail are
+  listed, cells of the run that passed (or xpassed, or were skipped) are
+  removed, cells the run did not cover are kept as they were. Reasons and
+  links of cells that stay are kept; new cells get the run's reason.
+  Entries are sorted by model then check; the file is written atomically.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 EXPECTATIONS_DIR = Path(__file__).resolve().parent.parent / "fixtures" / "expectations"
 FAILING = ("fail", "error", "timeout")
+REQUIRED = ("model", "check", "verdict", "reason")
+OPTIONAL = ("link",)
+HEADER = (
+    "# Known failing cells of the conformance matrix (the gate's ratchet).\n"
+    "# Regenerate with `conformance expectations --update RUN.json`; edit reasons and links by hand.\n"
+)
 
 
 class ExpectationsError(ValueError):
@@ -38,36 +61,81 @@ class Expectation:
     link: str = ""
 
 
-def default_path() -> Path:
-    import transformers
-
-    major, minor = transformers.__version__.split(".")[:2]
+def path_for_version(version: str) -> Path:
+    """The expectations file of a transformers version (``5.24.0`` -> ``5.24.toml``)."""
+    major, minor = version.split(".")[:2]
     return EXPECTATIONS_DIR / f"{major}.{minor}.toml"
 
 
+def default_path() -> Path:
+    import transformers
+
+    return path_for_version(transformers.__version__)
+
+
+def _known_classes() -> dict[str, str]:
+    """Discovered class names and aliases -> canonical name."""
+    from conformance.discover import by_name
+
+    return {name: info.name for name, info in by_name().items()}
+
+
+def parse(text: str, path: Path, classes: dict[str, str] | None = None) -> dict[tuple[str, str], Expectation]:
+    """Validate expectations TOML `text` (from `path`, for messages).
+
+    `classes` maps accepted class names to canonical names; None skips the
+    class check (used when rewriting a file from a run of another version).
+    """
+    from conformance.checks.base import CHECK_IDS
+
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        detail = " ".join(str(exc).split())
+        raise ExpectationsError(f"{path}: not valid TOML ({detail}); fix the syntax or regenerate it with "
+                                "`conformance expectations --update RUN.json`") from None
+    extra = sorted(set(data) - {"cell"})
+    if extra:
+        raise ExpectationsError(f"{path}: unknown top-level key {extra[0]!r}; the file holds only [[cell]] tables")
+    cells = data.get("cell", [])
+    if not isinstance(cells, list):
+        raise ExpectationsError(f"{path}: `cell` must be an array of tables; write each entry as [[cell]]")
+    found: dict[tuple[str, str], Expectation] = {}
+    for i, entry in enumerate(cells, start=1):
+        where = f"{path}: cell #{i}"
+        for name in REQUIRED:
+            if name not in entry:
+                raise ExpectationsError(f"{where} lacks {name!r}; every [[cell]] needs {', '.join(REQUIRED)}")
+        unknown = sorted(set(entry) - set(REQUIRED) - set(OPTIONAL))
+        if unknown:
+            raise ExpectationsError(f"{where} has unknown field {unknown[0]!r}; allowed: "
+                                    f"{', '.join(REQUIRED + OPTIONAL)}")
+        for name, value in entry.items():
+            if not isinstance(value, str):
+                raise ExpectationsError(f"{where}: {name!r} must be a string, got {value!r}")
+        if entry["verdict"] not in FAILING:
+            raise ExpectationsError(f"{where} has verdict {entry['verdict']!r}; use one of {', '.join(FAILING)}")
+        if entry["check"] not in CHECK_IDS:
+            raise ExpectationsError(f"{where} names unknown check {entry['check']!r}; known: {', '.join(CHECK_IDS)}")
+        model = entry["model"]
+        if classes is not None:
+            if model not in classes:
+                raise ExpectationsError(f"{where} names {model!r}, which is not discovered in the installed "
+                                        "transformers; fix the name or remove the entry")
+            model = classes[model]
+        key = (model, entry["check"])
+        if key in found:
+            raise ExpectationsError(f"{where}: cell {model} / {entry['check']} is listed twice; keep one entry")
+        found[key] = Expectation(model, entry["check"], entry["verdict"], entry["reason"], entry.get("link", ""))
+    return found
+
+
 def load(path: Path | None = None) -> dict[tuple[str, str], Expectation]:
-    """Parse an expectations file into {(model, check): Expectation}; missing file = none."""
-    path = path or default_path()
+    """Parse and validate an expectations file into {(model, check): Expectation}; missing file = none."""
+    path = Path(path) if path else default_path()
     if not path.exists():
         return {}
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        raise ExpectationsError(f"{path}: not valid TOML ({exc}); fix the syntax or regenerate it with "
-                                "`conformance expectations --update RUN.json`") from None
-    found: dict[tuple[str, str], Expectation] = {}
-    for i, entry in enumerate(data.get("cell", [])):
-        missing = {"model", "check", "reason"} - set(entry)
-        if missing:
-            raise ExpectationsError(f"{path}: cell #{i + 1} lacks {sorted(missing)[0]!r}")
-        verdict = entry.get("verdict", "fail")
-        if verdict not in FAILING:
-            raise ExpectationsError(f"{path}: cell #{i + 1} has verdict {verdict!r}; use one of {FAILING}")
-        key = (entry["model"], entry["check"])
-        if key in found:
-            raise ExpectationsError(f"{path}: cell {key[0]} / {key[1]} is listed twice; keep one entry")
-        found[key] = Expectation(entry["model"], entry["check"], verdict, entry["reason"], entry.get("link", ""))
-    return found
+    return parse(path.read_text(), path, _known_classes())
 
 
 def judge(verdict: str, expectation: Expectation | None) -> str:
@@ -79,3 +147,77 @@ def judge(verdict: str, expectation: Expectation | None) -> str:
     if verdict == "pass":
         return "xpass"
     return verdict
+
+
+def _toml_string(value: str) -> str:
+    # A JSON string is a valid TOML basic string (same escapes; control characters as \uXXXX).
+    return json.dumps(value, ensure_ascii=False)
+
+
+def dumps(expectations: dict[tuple[str, str], Expectation]) -> str:
+    """The TOML text of `expectations`, sorted by model then check."""
+    parts = [HEADER]
+    for key in sorted(expectations):
+        e = expectations[key]
+        lines = ["[[cell]]", f"model = {_toml_string(e.model)}", f"check = {_toml_string(e.check)}",
+                 f"verdict = {_toml_string(e.verdict)}", f"reason = {_toml_string(e.reason)}"]
+        if e.link:
+            lines.append(f"link = {_toml_string(e.link)}")
+        parts.append("\n" + "\n".join(lines) + "\n")
+    return "".join(parts)
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _read_envelope(run_path: Path) -> dict:
+    try:
+        envelope = json.loads(Path(run_path).read_text())
+    except FileNotFoundError:
+        raise ExpectationsError(f"{run_path}: no such run file; pass the JSON envelope a run wrote "
+                                "(default reports/latest/matrix.json)") from None
+    except json.JSONDecodeError as exc:
+        raise ExpectationsError(f"{run_path}: not valid JSON ({exc}); pass a run's JSON envelope") from None
+    if not isinstance(envelope, dict) or not isinstance(envelope.get("models"), dict):
+        raise ExpectationsError(f"{run_path}: not a conformance envelope (no `models`); pass the file "
+                                "`pytest conformance --matrix-out` wrote")
+    return envelope
+
+
+def update_expectations(run_path: Path | str, path: Path | str | None = None) -> Path:
+    """Rewrite the expectations file from the run at `run_path`; returns the file written.
+
+    Without `path`, the file of the run's transformers version is used.
+    """
+    envelope = _read_envelope(Path(run_path))
+    if path is None:
+        version = envelope.get("environment", {}).get("transformers", "")
+        path = path_for_version(version) if version.count(".") >= 1 else default_path()
+    path = Path(path)
+    current = parse(path.read_text(), path, None) if path.exists() else {}
+    updated = dict(current)
+    for model, row in envelope["models"].items():
+        for check_id, cell in (row.get("cells") or {}).items():
+            key = (model, check_id)
+            verdict = cell.get("verdict", "")
+            if verdict in FAILING or verdict == "xfail":
+                old = current.get(key)
+                if old is not None:
+                    kept_verdict = verdict if verdict in FAILING else old.verdict
+                    updated[key] = Expectation(model, check_id, kept_verdict, old.reason, old.link)
+                else:
+                    reason = " ".join(str(cell.get("reason", "")).split()) or f"{verdict} (no reason recorded)"
+                    updated[key] = Expectation(model, check_id, verdict if verdict in FAILING else "fail", reason)
+            else:
+                updated.pop(key, None)
+    _write_atomic(path, dumps(updated))
+    return path

@@ -16,7 +16,8 @@ The result keeps the invariants models rely on:
 * MoE expert counts and top-k shrink together (top-k <= experts);
 * special-token ids are remapped into the small vocabulary, distinct ids stay
   distinct;
-* images are `IMAGE_SIZE` px and the patch size divides them.
+* images are `IMAGE_SIZE` px and the patch size divides them; any-resolution
+  grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side).
 
 `new_model(tiny, seed)` builds a fresh model with deterministic random
 weights: the same seed gives bit-identical weights, so a check can build one
@@ -130,6 +131,13 @@ def _scale_sections(sections: list[int], target: int) -> list[int]:
     return scaled
 
 
+def _scale_pinpoints(pinpoints: list[list[int]], most: int = 3) -> list[list[int]]:
+    """Any-resolution grid pinpoints (multiples of the tile size) as multiples of `IMAGE_SIZE`."""
+    base = math.gcd(*[v for p in pinpoints for v in p]) or 1
+    scaled = [[min(v // base, most) * IMAGE_SIZE for v in p] for p in pinpoints]
+    return [list(p) for p in dict.fromkeys(tuple(p) for p in scaled)]
+
+
 def _cut_layer_list(values: list, n: int) -> list:
     """First `n` entries, but every distinct value of the original kept."""
     distinct = list(dict.fromkeys(v for v in values if isinstance(v, (str, int, bool, type(None)))))
@@ -186,6 +194,8 @@ class _Shrinker:
                 return [self._layer_ref(v) for v in value]
             if TOKEN_ID.search(key) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
                 return [self.id_map.get(v, v) for v in value]
+            if key == "image_grid_pinpoints" and all(isinstance(v, list) for v in value):
+                return _scale_pinpoints(value)
             if key == "mrope_section":
                 return _scale_sections(value, HEAD_DIM // 2)
             return [self.shrink(v) if isinstance(v, dict) else v for v in value]

@@ -56,16 +56,25 @@ def image_token_id(ctx) -> int:
     raise LookupError("config names no image placeholder token (image_token_id / image_token_index)")
 
 
+def _is_layer_pair(item: Any) -> bool:
+    return isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], int)
+
+
 def feature_rows(features: Any) -> int:
     """How many feature vectors an encoder output holds (tensors' numel / last dim)."""
     if isinstance(features, torch.Tensor):
         return features.numel() // features.shape[-1] if features.dim() else 0
+    if isinstance(features, (list, tuple)) and features and all(_is_layer_pair(f) for f in features):
+        return feature_rows(features[0][1])  # (layer, features) per target layer: the same tokens each
     if isinstance(features, (list, tuple)):
         return sum(feature_rows(f) for f in features)
-    if getattr(features, "pooler_output", None) is not None:
-        return feature_rows(features.pooler_output)
-    if getattr(features, "last_hidden_state", None) is not None:
-        return feature_rows(features.last_hidden_state)
+    for name in ("pooler_output", "last_hidden_state"):
+        if getattr(features, name, None) is not None:
+            return feature_rows(getattr(features, name))
+    if isinstance(features, dict):  # a ModelOutput whose features live under a model-specific name
+        for key, value in features.items():
+            if value is not None and key not in ("hidden_states", "attentions"):
+                return feature_rows(value)
     raise TypeError(f"cannot count features of type {type(features).__name__}")
 
 

@@ -20,7 +20,8 @@ Contract:
   nothing. A ``# Copied from transformers.<module>.<name>`` comment is code
   reuse: it counts like an import of that module.
 * `changed_since(ref, repo)` lists the files ``git diff --name-only REF``
-  reports in the checkout `repo`; a missing repo or bad ref raises
+  reports in the checkout `repo` (default: the checkout of an editable
+  install of transformers); a missing repo or bad ref raises
   `ImpactError` with one line that says what to fix.
 
 The import graph is built lazily (only files reachable from a discovered
@@ -256,18 +257,22 @@ class ImportGraph:
         return seen
 
 
-@functools.lru_cache(maxsize=1)
-def _class_closures() -> dict[str, frozenset[str]]:
-    """Canonical class name -> the files its module depends on (cached per process)."""
-    from conformance.discover import discover
-
-    root = transformers_root()
+def class_closures(root: Path, modules: dict[str, str]) -> dict[str, frozenset[str]]:
+    """Class name -> the files (relative to `root`) its module (dotted, in `modules`) depends on."""
     graph = ImportGraph(root)
     closures: dict[str, frozenset[str]] = {}
-    for info in discover():
-        rel = graph._module_file(info.module)
-        closures[info.name] = frozenset(graph.closure(rel)) if rel else frozenset()
+    for name, module in modules.items():
+        rel = graph._module_file(module)
+        closures[name] = frozenset(graph.closure(rel)) if rel else frozenset()
     return closures
+
+
+@functools.lru_cache(maxsize=1)
+def _installed_closures() -> dict[str, frozenset[str]]:
+    """`class_closures` of every discovered class of the installed transformers (cached per process)."""
+    from conformance.discover import discover
+
+    return class_closures(transformers_root(), {info.name: info.module for info in discover()})
 
 
 def is_shared(rel: str) -> bool:
@@ -280,7 +285,11 @@ def is_tooling(rel: str) -> bool:
 
 def impacted_classes(changed_files: list[str]) -> set[str]:
     """Canonical names of the discovered classes a change to `changed_files` can affect."""
-    closures = _class_closures()
+    return select(changed_files, _installed_closures())
+
+
+def select(changed_files: list[str], closures: dict[str, frozenset[str]]) -> set[str]:
+    """The classes of `closures` whose files include a changed file (all of them for a shared file)."""
     impacted: set[str] = set()
     for path in changed_files:
         rel = normalize(path)
@@ -292,10 +301,21 @@ def impacted_classes(changed_files: list[str]) -> set[str]:
     return impacted
 
 
+def _installed_checkout() -> Path | None:
+    """The git checkout the installed transformers comes from (an editable install), if any."""
+    for candidate in transformers_root().parents[:2]:
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
 def changed_since(ref: str, repo: str | Path | None = None) -> list[str]:
     """Files changed between `ref` and the working tree of the checkout `repo`."""
     if not repo:
-        raise ImpactError("--since needs --transformers-repo PATH (a git checkout of transformers)")
+        repo = _installed_checkout()
+        if repo is None:
+            raise ImpactError("--since needs --transformers-repo PATH (a git checkout of transformers); the "
+                              "installed transformers is not an editable checkout")
     repo = Path(repo).expanduser()
     if not repo.is_dir():
         raise ImpactError(f"--transformers-repo {repo}: no such directory; pass a transformers git checkout")

@@ -84,6 +84,15 @@ def cmd_publish(args) -> int:
     return 0
 
 
+DIFF_HEADINGS = {
+    "regression": "regressions",
+    "improvement": "improvements",
+    "changed": "other changes",
+    "removed": "only in OLD (not run in NEW)",
+    "added": "only in NEW",
+}
+
+
 def cmd_diff(args) -> int:
     old, new = report.load_envelope(args.old), report.load_envelope(args.new)
     for key in report.ENV_IDENTITY:
@@ -98,7 +107,7 @@ def cmd_diff(args) -> int:
         group = [c for c in changes if c.kind == kind]
         if not group:
             continue
-        print(f"{kind}s ({len(group)}):" if kind != "changed" else f"other changes ({len(group)}):")
+        print(f"{DIFF_HEADINGS[kind]} ({len(group)}):")
         for c in group:
             reason = f"  {c.reason}" if c.reason and c.new not in ("pass", "absent") else ""
             print(f"  {c.model} / {c.check}: {c.old} -> {c.new}{reason}")
@@ -144,7 +153,8 @@ def cmd_explain(args) -> int:
 def cmd_list(args) -> int:
     from conformance.discover import discover
 
-    infos = discover()
+    with report.quiet_transformers():
+        infos = discover()
     width = max((len(i.name) for i in infos), default=0)
     type_width = max((len(i.model_type) for i in infos), default=0)
     kind_width = max((len(i.kind) for i in infos), default=0)

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TextIO
 
 TESTS_DIR = Path(__file__).resolve().parent
-METRICS_SHOWN_FIRST = ("graph_breaks", "recompiles")
+# Metric names containing these words are shown on their own lines.
+HIGHLIGHTED_METRICS = ("break", "recompile", "guard")
 
 
 class ExplainError(ValueError):
@@ -31,8 +32,10 @@ class ExplainError(ValueError):
 
 def resolve_model(name: str):
     from conformance.discover import by_name
+    from conformance.report import quiet_transformers
 
-    index = by_name()
+    with quiet_transformers():
+        index = by_name()
     if name in index:
         return index[name]
     close = difflib.get_close_matches(name, list(index), n=3)
@@ -127,6 +130,7 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
                           traceback=traceback.format_exc())
     else:
         if check_id != "build":
+            say("(dynamo graph-break and recompile logs go to stderr)")
             torch._logging.set_logs(graph_breaks=True, recompiles=True)
         try:
             outcome = run_check(check_id, case)
@@ -142,9 +146,8 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
         say(note)
     if outcome.reason:
         say(f"reason: {outcome.reason}")
-    for key in METRICS_SHOWN_FIRST:
-        related = {k: v for k, v in outcome.metrics.items() if k.startswith(key.rstrip("s"))}
-        for name, value in related.items():
+    for name, value in sorted(outcome.metrics.items()):
+        if any(word in name for word in HIGHLIGHTED_METRICS):
             say(f"{name}: {value}")
     say("metrics: " + json.dumps(outcome.metrics, sort_keys=True, default=str))
     if outcome.traceback:

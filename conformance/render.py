@@ -53,7 +53,8 @@ FLAG_CHECKS = {
 # Metrics whose values the report lists per check (value -> classes).
 LISTED_METRICS = {"legacy_cache": ("raw_tuple", "what a raw legacy tuple passed to forward does")}
 
-REASON_LIMIT = 300
+REASON_LIMIT = 1000
+TABLE_REASON_LIMIT = 300
 PASS_RATE_NOTE = "Pass rate: (pass + xpass) / (all cells − skip), rounded down."
 
 
@@ -76,8 +77,9 @@ def code(text: str, table: bool = False) -> str:
     escaped there (GitHub renders `\\|` in a table cell as `|`).
     """
     text = " ".join(str(text).split()).replace("`", "'")
-    if len(text) > REASON_LIMIT:
-        text = text[: REASON_LIMIT - 3] + "..."
+    limit = TABLE_REASON_LIMIT if table else REASON_LIMIT
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
     if table:
         text = text.replace("|", "\\|")
     return f"`{text}`" if text else ""

@@ -37,7 +37,8 @@ def make_envelope(**overrides) -> dict:
             "model_type": "beta", "modalities": ["image", "text"], "kind": "multimodal-decoder-only",
             "tasks": ["image-text-to-text", "image-to-text"], "declared": {"_can_compile_fullgraph": False},
             "tiny": {"parameters": 1000, "source": "fixture", "strategy": "patches"},
-            "cells": {"build": cell("pass"), "compile_prefill": cell("pass"), "compile_decode": cell("skip", "no KV cache"),
+            "cells": {"build": cell("pass"), "compile_prefill": cell("pass"),
+                      "compile_decode": cell("skip", "no KV cache"),
                       "legacy_cache": cell("pass", raw_tuple="rejected_unclear")},
         },
         "GammaForConditionalGeneration": {

@@ -6,7 +6,7 @@ and `image_grid_thw` (images, 3) says how many (temporal, height, width)
 patches each image has. Each image's grid is a multiple of the spatial merge
 size; its placeholder count is what the model's encoder emits for it.
 
-How one patch is laid out (flat C*T*P*P, flat C*P*P, (C, P, P), ...) differs
+How one patch is laid out (flat C*T*P*P, flat C*P*P, (C, P, P), channels last, ...) differs
 between encoders and is not in the config: the layouts are tried in a fixed
 order against the model's own `get_image_features`, and the first one the
 encoder accepts is used.
@@ -38,14 +38,22 @@ def merge_size(ctx) -> tuple[int, int]:
     return value, value
 
 
-def patch_layouts(ctx, patches: int) -> list[tuple[int, ...]]:
-    """Candidate shapes of `patches` patches, most common first."""
+def patch_layouts(ctx, gh: int, gw: int) -> list[tuple[torch.Tensor, tuple[int, ...]]]:
+    """Candidate (grid, pixel shape) pairs for BATCH images of gh x gw patches, most common first.
+
+    The grid counts patches, except in the last candidate, where it counts
+    merged tokens and each row of pixels is one token's (m*P, m*P, C) block.
+    """
     p = int(vision_value(ctx, ("patch_size",), 14))
     t = int(vision_value(ctx, TEMPORAL_KEYS, 1) or 1)
     c = channels(ctx)
-    shapes = [(patches, c * t * p * p), (patches, c * p * p), (patches, c, p, p), (patches, c, t, p, p),
-              (1, patches, c, p, p)]
-    return list(dict.fromkeys(shapes))
+    mh, mw = merge_size(ctx)
+    n = BATCH * gh * gw
+    shapes = [(n, c * t * p * p), (n, c * p * p), (n, c, p, p), (n, c, t, p, p), (1, n, c, p, p), (n * p * p, c)]
+    patch_grid = torch.tensor([[1, gh, gw]] * BATCH, dtype=torch.long)
+    token_grid = torch.tensor([[1, gh // mh, gw // mw]] * BATCH, dtype=torch.long)
+    tokens = BATCH * (gh // mh) * (gw // mw)
+    return [(patch_grid, s) for s in dict.fromkeys(shapes)] + [(token_grid, (tokens, mh * p, mw * p, c))]
 
 
 def grid_inputs(ctx, shape: tuple[int, ...], grid: torch.Tensor, gen: torch.Generator) -> dict:
@@ -67,10 +75,9 @@ def patches_grid(ctx) -> Sample:
     gen = ctx.generator()
     mh, mw = merge_size(ctx)
     gh, gw = MERGES_PER_SIDE * mh, MERGES_PER_SIDE * mw
-    grid = torch.tensor([[1, gh, gw]] * BATCH, dtype=torch.long)
     extra = extra_grid_inputs(ctx, BATCH)
     errors = []
-    for shape in patch_layouts(ctx, BATCH * gh * gw):
+    for grid, shape in patch_layouts(ctx, gh, gw):
         media = grid_inputs(ctx, shape, grid, ctx.generator())
         try:
             count = count_placeholders(ctx, {**media, **extra}, images=BATCH)

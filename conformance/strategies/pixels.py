@@ -15,7 +15,9 @@ import torch
 
 from conformance.samples import BATCH, TEXT_TOKENS, Sample, left_pad, pad_id, text_tokens
 from conformance.strategies import register
-from conformance.strategies._media import channels, count_placeholders, image_hw, image_token_id, pixels
+from conformance.strategies._media import (
+    channels, count_placeholders, image_hw, image_token_id, pixels, vision_value,
+)
 
 # Config attributes naming tokens a processor puts around an image's placeholders.
 START_KEYS = ("vision_start_token_id", "image_start_token_id", "boi_token_id", "boi_token_index", "im_start_id")
@@ -79,10 +81,26 @@ def assemble(ctx, media: dict, counts, gen: torch.Generator, strategy: str, toke
     return Sample(inputs=inputs, strategy=strategy, media_keys=tuple(media), notes={"placeholders": counts})
 
 
+def pixel_layouts(ctx) -> list[tuple[int, ...]]:
+    """Candidate pixel shapes, most common first: (images, C, H, W), then one
+    channels-last clip of T frames of one patch per image (folding encoders)."""
+    h, w = image_hw(ctx)
+    c = channels(ctx)
+    p = int(vision_value(ctx, ("patch_size",), h))
+    t = int(vision_value(ctx, ("temporal_patch_size",), 1) or 1)
+    return list(dict.fromkeys([(BATCH, c, h, w), (BATCH, t, p, p, c)]))
+
+
 @register("pixels", when=has_images, priority=90)
 def plain_pixels(ctx) -> Sample:
-    gen = ctx.generator()
-    h, w = image_hw(ctx)
-    media = {"pixel_values": pixels((BATCH, channels(ctx), h, w), gen)}
-    count = count_placeholders(ctx, media, images=BATCH)
-    return assemble(ctx, media, count, gen, "pixels")
+    errors = []
+    for shape in pixel_layouts(ctx):
+        gen = ctx.generator()
+        media = {"pixel_values": pixels(shape, gen)}
+        try:
+            count = count_placeholders(ctx, media, images=BATCH)
+        except Exception as exc:  # not this encoder's layout; try the next
+            errors.append(exc)
+            continue
+        return assemble(ctx, media, count, gen, "pixels")
+    raise errors[0]

@@ -1,0 +1,148 @@
+"""Helpers shared by the audio strategies: feature shapes and placeholder counts.
+
+Contract: sizes come from the recipe (``[samples] audio_length``) or the
+model's config, never from a model name; `audio_placeholders` asks the
+model's own audio path how many embeddings it emits per audio, so a prompt
+carries exactly as many placeholder tokens as the model scatters features
+into.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import torch
+
+DEFAULT_FRAMES = 64  # feature frames when neither recipe nor config says
+DEFAULT_SAMPLES = 3200  # raw waveform samples when neither recipe nor config says
+MEL_KEYS = ("num_mel_bins", "n_mels", "feature_size", "input_feat_per_channel", "input_dim", "num_mel_filters")
+AUDIO_CONFIG_KEYS = ("audio_config", "encoder_config", "audio_encoder_config", "speech_config", "encoder")
+TOKEN_KEYS = ("audio_token_id", "audio_token_index", "audio_token")
+FEATURE_MASK_KEYS = ("input_features_mask", "feature_attention_mask")
+
+
+def audio_config(config) -> Any:
+    """The sub-config that describes the audio encoder (the config itself if none)."""
+    for key in AUDIO_CONFIG_KEYS:
+        sub = getattr(config, key, None)
+        if sub is not None and not isinstance(sub, (int, str, bool, dict)):
+            return sub
+    return config
+
+
+def _first_int(configs, keys) -> int | None:
+    for cfg in configs:
+        for key in keys:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                return value
+    return None
+
+
+def mel_bins(ctx) -> int:
+    """Feature channels per frame the audio encoder takes."""
+    configs = (audio_config(ctx.config), ctx.config)
+    bins = _first_int(configs, MEL_KEYS)
+    if bins is None:
+        raise LookupError("config names no mel-bin count (num_mel_bins / feature_size / input_dim)")
+    channels = _first_int(configs, ("input_channels",))
+    return bins * channels if channels and "input_feat_per_channel" in ctx.config.to_dict() else bins
+
+
+def feature_frames(ctx) -> int:
+    """Frames per audio: recipe, else what a Whisper-style encoder requires, else a default.
+
+    Encoders with learned source positions and two stride-2 convs require
+    exactly ``2 * max_source_positions`` frames.
+    """
+    length = ctx.recipe.get("audio_length")
+    if length:
+        return int(length)
+    positions = _first_int((audio_config(ctx.config), ctx.config), ("max_source_positions",))
+    return 2 * positions if positions else DEFAULT_FRAMES
+
+
+def waveform_samples(ctx) -> int:
+    return int(ctx.recipe.get("audio_length") or DEFAULT_SAMPLES)
+
+
+def audio_token_id(ctx) -> int:
+    """The placeholder id the model scatters audio embeddings into."""
+    for cfg in (ctx.config, ctx.text_config):
+        for key in TOKEN_KEYS:
+            value = getattr(cfg, key, None)
+            if isinstance(value, int) and not isinstance(value, bool):
+                return value
+    raise LookupError("config names no audio placeholder token (audio_token_id / audio_token_index); "
+                      "set one in fixtures/models/<model_type>.toml [config]")
+
+
+def _numel(features: Any) -> int:
+    if isinstance(features, torch.Tensor):
+        return features.numel()
+    if isinstance(features, (list, tuple)):
+        return sum(_numel(f) for f in features)
+    for attr in ("pooler_output", "last_hidden_state"):
+        value = getattr(features, attr, None)
+        if value is not None:
+            return _numel(value)
+    raise TypeError(f"cannot count audio features of type {type(features).__name__}")
+
+
+def _owners(model: torch.nn.Module):
+    return [m for m in (model, getattr(model, "model", None)) if m is not None]
+
+
+def _call_audio_features(model: torch.nn.Module, media: dict[str, Any]) -> Any | None:
+    for owner in _owners(model):
+        fn = getattr(owner, "get_audio_features", None)
+        if fn is None:
+            continue
+        params = inspect.signature(fn).parameters
+        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
+        if takes_kwargs and all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+            # a thin wrapper (*args, **kwargs): look at what it forwards to
+            continue
+        kwargs = {k: v for k, v in media.items() if k in params}
+        with torch.no_grad():
+            return fn(**kwargs)
+    return None
+
+
+def _output_lengths(model: torch.nn.Module, lengths: torch.Tensor) -> torch.Tensor | None:
+    for owner in _owners(model):
+        tower = getattr(owner, "audio_tower", None)
+        fn = getattr(tower, "_get_feat_extract_output_lengths", None)
+        if fn is not None:
+            out = fn(lengths)
+            return out[-1] if isinstance(out, tuple) else out
+    return None
+
+
+def audio_placeholders(ctx, media: dict[str, Any], audios: int, frames_mask: torch.Tensor | None) -> int:
+    """Placeholder tokens per audio: what the model's own audio path emits.
+
+    Calls the model's `get_audio_features` with the sample's media inputs and
+    divides the number of values by the text width and the number of audios;
+    without one, asks the audio tower's `_get_feat_extract_output_lengths`.
+    """
+    features = _call_audio_features(ctx.model, media)
+    if features is not None:
+        width = ctx.text_config.hidden_size
+        total = _numel(features)
+        if total % (width * audios):
+            raise ValueError(f"audio features ({total} values) do not split into {audios} audios of width {width}")
+        return total // (width * audios)
+    if frames_mask is not None:
+        lengths = _output_lengths(ctx.model, frames_mask.sum(-1))
+        if lengths is not None:
+            if len(set(lengths.tolist())) != 1:
+                raise ValueError(f"audios of equal length give unequal output lengths {lengths.tolist()}")
+            return int(lengths[0])
+    raise LookupError("model has neither get_audio_features nor audio_tower._get_feat_extract_output_lengths")
+
+
+def feature_mask_key(ctx) -> str | None:
+    """Name of the forward kwarg that masks feature frames, if any."""
+    return next((k for k in FEATURE_MASK_KEYS if k in ctx.forward_params), None)

@@ -2,11 +2,49 @@
 
 Contract: `shrink_audio(tree)` takes the already-shrunk `to_dict()` tree and
 returns it with audio sizes made tiny while keeping the invariants audio
-encoders rely on. Identity for trees without audio parts.
+encoders rely on. Identity for trees without audio parts. Rules, per
+config node:
+
+* ``max_source_positions`` (encoder frames after the stride-2 conv stack of
+  Whisper-style encoders) becomes `SOURCE_POSITIONS`; the frame count the
+  encoder requires (``2 * max_source_positions``) follows from it;
+* mel-bin counts become `MEL_BINS` (a multiple of 8, so frequency
+  subsampling by 2, 4 or 8 stays exact);
+* codebook sizes (``codebook_size``, ``audio_vocab_size``, ...) become
+  `CODEBOOK`, so the embedding tables of multi-codebook models stay small;
+  the number of codebooks is kept (models index codebooks by position).
 """
 
 from __future__ import annotations
 
+from typing import Any
 
-def shrink_audio(tree: dict) -> dict:
-    return tree
+SOURCE_POSITIONS = 32
+MEL_BINS = 16
+CODEBOOK = 64
+MEL_KEYS = {"num_mel_bins", "n_mels", "num_mel_filters"}
+CODEBOOK_KEYS = {"codebook_size", "audio_vocab_size", "num_codebook_entries", "codebook_vocab_size"}
+
+
+def _shrink_node(node: dict) -> dict:
+    out = {}
+    for key, value in node.items():
+        if isinstance(value, dict) and key not in ("id2label", "label2id"):
+            out[key] = _shrink_node(value)
+        elif isinstance(value, list):
+            out[key] = [_shrink_node(v) if isinstance(v, dict) else v for v in value]
+        elif not isinstance(value, int) or isinstance(value, bool):
+            out[key] = value
+        elif key == "max_source_positions" and value > SOURCE_POSITIONS:
+            out[key] = SOURCE_POSITIONS
+        elif key in MEL_KEYS and value > MEL_BINS:
+            out[key] = MEL_BINS
+        elif key in CODEBOOK_KEYS and value > CODEBOOK:
+            out[key] = CODEBOOK
+        else:
+            out[key] = value
+    return out
+
+
+def shrink_audio(tree: dict[str, Any]) -> dict[str, Any]:
+    return _shrink_node(tree)

@@ -12,6 +12,8 @@ cells, one table per cell::
 
 Contracts:
 
+* `default_path()` is the file of the installed major.minor, or, when there
+  is none (a development checkout), the newest older one of the same major.
 * `load(path)` returns {(canonical class name, check id): Expectation}; a
   missing file means no expectations. A bad file raises `ExpectationsError`
   with one line naming the file, the entry and the fix: invalid TOML, a
@@ -67,10 +69,37 @@ def path_for_version(version: str) -> Path:
     return EXPECTATIONS_DIR / f"{major}.{minor}.toml"
 
 
-def default_path() -> Path:
-    import transformers
+def _minor(version: str) -> tuple[int, int]:
+    major, minor = version.split(".")[:2]
+    return int(major), int("".join(ch for ch in minor if ch.isdigit()) or 0)
 
-    return path_for_version(transformers.__version__)
+
+def default_path(version: str | None = None) -> Path:
+    """The expectations file for transformers `version` (default: the installed one).
+
+    The file of the same major.minor when it exists; otherwise, for a
+    version with no file yet (a development checkout, 5.25.0.dev0), the
+    newest file of an older release of the same major (5.24.toml), so a
+    pull request is gated against the known failures of the release it
+    starts from; otherwise the (missing) file of the version itself.
+    """
+    if version is None:
+        import transformers
+
+        version = transformers.__version__
+    exact = path_for_version(version)
+    if exact.exists():
+        return exact
+    wanted = _minor(version)
+    older = []
+    for candidate in EXPECTATIONS_DIR.glob("*.toml"):
+        try:
+            found = _minor(candidate.stem + ".0")
+        except ValueError:
+            continue
+        if found[0] == wanted[0] and found < wanted:
+            older.append((found, candidate))
+    return max(older)[1] if older else exact
 
 
 def _known_classes() -> dict[str, str]:

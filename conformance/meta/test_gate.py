@@ -225,3 +225,14 @@ def test_listed_failure_is_xfail_and_listed_pass_is_xpass_that_fails_the_run(gat
     result.assert_outcomes(xfailed=1, failed=1)
     result.stdout.fnmatch_lines([f"*XPASS {HEALTHY} / build*remove this expectation*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.mark.parametrize("version, expected", [
+    ("5.24.0", "5.24.toml"), ("5.24.1", "5.24.toml"), ("5.25.0.dev0", "5.24.toml"), ("5.30.0", "5.24.toml"),
+    ("5.22.0", "5.9.toml"), ("5.8.0", "5.8.toml"), ("4.57.6", "4.57.toml"), ("4.58.0.dev0", "4.57.toml"), ("6.0.0", "6.0.toml"),
+])
+def test_default_path_falls_back_to_the_newest_older_release(tmp_path, monkeypatch, version, expected):
+    monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path)
+    for name in ("4.57.toml", "5.9.toml", "5.23.toml", "5.24.toml"):
+        (tmp_path / name).write_text("")
+    assert gate.default_path(version).name == expected

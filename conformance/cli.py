@@ -182,8 +182,10 @@ def cmd_expectations(args) -> int:
 
 
 def run_bench(argv: list[str]) -> int:
+    import importlib
+
     try:
-        from conformance import bench
+        bench = importlib.import_module("conformance.bench")
     except ModuleNotFoundError as exc:
         if exc.name == "conformance.bench":
             raise CliError("bench: conformance.bench is not available in this checkout; update the suite") from None

@@ -15,7 +15,7 @@ The result keeps the invariants models rely on:
 * rope sections (``mrope_section``) keep their ratios and sum to head_dim/2;
 * MoE expert counts and top-k shrink together (top-k <= experts);
 * special-token ids are remapped into the small vocabulary, distinct ids stay
-  distinct;
+  distinct; an image/video placeholder id left None by the defaults gets a free id;
 * images are `IMAGE_SIZE` px and the patch size divides them; any-resolution
   grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side).
 
@@ -83,6 +83,7 @@ NOT_A_WIDTH = re.compile(
 WIDE_KEY = re.compile(r"hidden_size|hidden_dim|embed_dim|d_model|_width$|proj_dim|projection_dim|out_dim")
 LARGE_WIDTH = 256
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids|_id)$|^(bos|eos|pad|sep|cls|unk|mask)_")
+UNSET_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
 LAYER_INDEX_LIST = re.compile(r"(indexes|indices|layer_ids|_block_indexes|fullatt_block_indexes|deepstack_visual_indexes)$")
 
 
@@ -165,6 +166,7 @@ class _Shrinker:
             else:
                 self.id_map[old] = top
                 top -= 1
+        self.next_free_id = top
 
     def shrink(self, node: dict) -> dict:
         old_layers = next((node[k] for k in LAYER_KEYS if isinstance(node.get(k), int)), None)
@@ -308,7 +310,14 @@ def shrink_tree(tree: dict) -> dict:
     """
     from conformance.shrink_audio import shrink_audio
 
-    return shrink_audio(_Shrinker(tree).shrink(tree))
+    shrinker = _Shrinker(tree)
+    out = shrinker.shrink(tree)
+    for key in UNSET_PLACEHOLDER_KEYS:
+        # a placeholder id the defaults leave unset (checkpoints set it): a free id of the tiny vocab
+        if key in out and out[key] is None:
+            out[key] = shrinker.next_free_id
+            shrinker.next_free_id -= 1
+    return shrink_audio(out)
 
 
 def set_dotted(tree: dict, dotted: str, value: Any) -> None:

@@ -44,10 +44,10 @@ def pixels(shape: tuple[int, ...], gen: torch.Generator) -> torch.Tensor:
     return torch.randn(shape, generator=gen)
 
 
-def image_token_id(ctx) -> int:
-    """The placeholder id the model scatters image features into."""
+def image_token_id(ctx, names: tuple[str, ...] = ("image_token_id", "image_token_index", "image_token")) -> int:
+    """The placeholder id the model scatters image (or, with `names`, video) features into."""
     attr = ctx.recipe.get("image_token")
-    names = (attr,) if attr else ("image_token_id", "image_token_index", "image_token")
+    names = (attr,) if attr else names
     for cfg in (ctx.config, ctx.text_config):
         for name in names:
             value = getattr(cfg, name, None)
@@ -78,23 +78,31 @@ def feature_rows(features: Any) -> int:
     raise TypeError(f"cannot count features of type {type(features).__name__}")
 
 
-def _get_image_features(model: torch.nn.Module):
+def _get_image_features(model: torch.nn.Module, name: str = "get_image_features"):
     for owner in (model, getattr(model, "model", None)):
-        fn = getattr(owner, "get_image_features", None)
+        fn = getattr(owner, name, None)
         if fn is not None:
             return fn
-    raise LookupError("model has no get_image_features")
+    raise LookupError(f"model has no {name}")
 
 
-def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int) -> int:
+def has_encoder_method(model: torch.nn.Module, name: str = "get_image_features") -> bool:
+    try:
+        _get_image_features(model, name)
+        return True
+    except LookupError:
+        return False
+
+
+def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int, method: str = "get_image_features") -> int:
     """Placeholder tokens per image: what the model's own encoder emits.
 
-    Calls the model's `get_image_features` with the sample's media inputs and
+    Calls the model's `get_image_features` (or `method`) with the sample's media inputs and
     divides the number of feature vectors by the number of images.
     """
     import inspect
 
-    fn = _get_image_features(ctx.model)
+    fn = _get_image_features(ctx.model, method)
     params = inspect.signature(fn).parameters
     takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in media_kwargs.items() if k in params or takes_kwargs}

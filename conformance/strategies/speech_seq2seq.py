@@ -1,0 +1,56 @@
+"""Speech encoder-decoder: audio into the encoder, text prompts into the decoder.
+
+The shape of Whisper, Speech2Text, Canary and Moonshine: the encoder takes
+mel features (`input_features`, batch x mel x frames) or a raw waveform
+(`input_values`, batch x samples) with a mask where the forward takes one;
+the decoder takes `decoder_input_ids` starting with the decoder start token.
+There are no placeholders: the decoder cross-attends to the encoder.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from conformance.samples import BATCH, Sample
+from conformance.strategies import register
+from conformance.strategies.audio_media import feature_frames, feature_mask_key, mel_bins, waveform_samples
+from conformance.strategies.text import decoder_inputs
+
+MASK_KEYS = ("attention_mask", "padding_mask")
+
+
+def _is_seq2seq(ctx) -> bool:
+    return "decoder_input_ids" in ctx.forward_params and "input_ids" not in ctx.forward_params
+
+
+def takes_speech_features(ctx) -> bool:
+    return _is_seq2seq(ctx) and "input_features" in ctx.forward_params
+
+
+def takes_speech_waveform(ctx) -> bool:
+    return _is_seq2seq(ctx) and "input_values" in ctx.forward_params
+
+
+def _with_mask(ctx, media: dict, frames: int) -> dict:
+    key = feature_mask_key(ctx) or next((k for k in MASK_KEYS if k in ctx.forward_params), None)
+    if key:
+        media[key] = torch.ones((BATCH, frames), dtype=torch.long)
+    return media
+
+
+@register("speech_features_seq2seq", when=takes_speech_features, priority=60)
+def speech_features_seq2seq(ctx) -> Sample:
+    gen = ctx.generator()
+    frames = feature_frames(ctx)
+    media = {"input_features": torch.randn((BATCH, mel_bins(ctx), frames), generator=gen)}
+    inputs = {**_with_mask(ctx, dict(media), frames), **decoder_inputs(ctx, gen)}
+    return Sample(inputs=inputs, strategy="speech_features_seq2seq", media_keys=tuple(media))
+
+
+@register("speech_waveform_seq2seq", when=takes_speech_waveform, priority=60)
+def speech_waveform_seq2seq(ctx) -> Sample:
+    gen = ctx.generator()
+    samples = waveform_samples(ctx)
+    media = {"input_values": torch.randn((BATCH, samples), generator=gen)}
+    inputs = {**_with_mask(ctx, dict(media), samples), **decoder_inputs(ctx, gen)}
+    return Sample(inputs=inputs, strategy="speech_waveform_seq2seq", media_keys=tuple(media))

@@ -262,7 +262,8 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
 
     Raises EnvelopeError when environments differ (on ENV_IDENTITY) or a cell
     appears in two shards (shards are disjoint; merge the rerun shard instead
-    of the old one).
+    of the old one). The merged environment is the first shard's, numeric
+    extras (peak memory) taken as the maximum over the shards.
     """
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
@@ -275,6 +276,7 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
                                     f"({env.get(key)!r} vs {first_env.get(key)!r}); merge only shards of one run")
     rows: dict[str, dict] = {}
     owner: dict[tuple[str, str], str] = {}
+    merged_env = _merge_environments([e["environment"] for e in envelopes])
     for envelope, source in zip(envelopes, sources):
         for model, row in envelope["models"].items():
             merged = rows.setdefault(model, {**{k: v for k, v in row.items() if k != "cells"}, "cells": {}})
@@ -293,11 +295,37 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
         "schema": SCHEMA,
         "created": _now(),
         "suite": envelopes[0]["suite"],
-        "environment": first_env,
+        "environment": merged_env,
         "checks": checks,
         "models": rows,
         "summary": summarize(rows, checks),
     }
+
+
+def _merge_environments(envs: list[dict]) -> dict:
+    """The first environment, with numeric extras (peaks, e.g. memory) the maximum over all.
+
+    A dict of numbers (e.g. peak per process) is merged key by key the same way.
+    """
+    merged = dict(envs[0])
+    for env in envs[1:]:
+        for key, value in env.items():
+            if key in ENV_IDENTITY or key not in merged:
+                merged.setdefault(key, value)
+                continue
+            current = merged[key]
+            if _is_number(value) and _is_number(current):
+                merged[key] = max(current, value)
+            elif isinstance(value, dict) and isinstance(current, dict):
+                both = dict(current)
+                for k, v in value.items():
+                    both[k] = max(both[k], v) if _is_number(v) and _is_number(both.get(k)) else both.get(k, v)
+                merged[key] = both
+    return merged
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def envelope_from_parts(parts_dir: str | Path, env: dict | None = None) -> dict:

@@ -142,7 +142,12 @@ def test_merge_shards_equals_whole():
     a = _shard(whole, ["AlphaForConditionalGeneration"])
     b = _shard(whole, ["BetaForConditionalGeneration", "GammaForConditionalGeneration"])
     b["environment"]["device_name"] = "another runner"  # may differ between shard machines
+    a["environment"].update(peak_rss_mib=900.0, peak_rss_mib_by_process={"gw0": 900.0, "gw1": 10.0})
+    b["environment"].update(peak_rss_mib=1200.0, peak_rss_mib_by_process={"gw0": 1200.0})
     merged = report.merge_envelopes([a, b], ["a.json", "b.json"])
+    assert merged["environment"]["device_name"] == "x86_64"
+    assert merged["environment"]["peak_rss_mib"] == 1200.0  # a peak is the maximum over the shards
+    assert merged["environment"]["peak_rss_mib_by_process"] == {"gw0": 1200.0, "gw1": 10.0}
     assert merged["models"] == whole["models"]
     assert merged["summary"] == whole["summary"]
     assert merged["checks"] == whole["checks"]

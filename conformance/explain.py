@@ -54,6 +54,21 @@ def resolve_check(check_id: str):
     return checks[check_id]
 
 
+def resolve_device(device: str) -> str:
+    """`device` checked against this machine; auto = cuda when present, else cpu."""
+    import torch
+
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(device).type
+    except (RuntimeError, ValueError):
+        raise ExplainError(f"--device {device!r}: not a device; use cpu, cuda, cuda:N or auto") from None
+    if kind == "cuda" and not torch.cuda.is_available():
+        raise ExplainError(f"--device {device!r}: no CUDA device on this machine; use --device cpu") from None
+    return device
+
+
 def locate_test(check_id: str, tests_dir: Path = TESTS_DIR) -> tuple[str, str] | None:
     """(test file relative to the repository, test function) of the check's cell, if found."""
     marker = re.compile(r"conformance_check\(\s*['\"]" + re.escape(check_id) + r"['\"]\s*\)\s*\n"
@@ -115,8 +130,7 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     from conformance import gate
     from conformance.checks.base import Outcome, one_line, run_check
 
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
 
     def say(line: str = "") -> None:

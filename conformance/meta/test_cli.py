@@ -237,6 +237,18 @@ def test_explain_check_without_implementation(capsys, monkeypatch):
     assert_one_line_error(code, err, "no implementation")
 
 
+@pytest.mark.parametrize("device, message", [("tpu:x", "not a device"), ("cuda:0", "no CUDA device")])
+def test_explain_bad_device(capsys, monkeypatch, device, message):
+    import torch
+
+    import conformance.discover
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
+    code, _, err = run(capsys, "explain", ALPHA, "build", "--device", device)
+    assert_one_line_error(code, err, f"--device '{device}'", message)
+
+
 def test_explain_bad_dtype(capsys):
     code, _, err = run(capsys, "explain", ALPHA, "build", "--dtype", "int8")
     assert_one_line_error(code, err, "invalid choice: 'int8'")

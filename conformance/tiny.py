@@ -16,6 +16,7 @@ The result keeps the invariants models rely on:
 * MoE expert counts and top-k shrink together (top-k <= experts);
 * special-token ids are remapped into the small vocabulary, distinct ids stay
   distinct; an image/video placeholder id left None by the defaults gets a free id;
+* random-init std is at least `MIN_INIT_STD`, so every input path moves the logits;
 * images are `IMAGE_SIZE` px and the patch size divides them; any-resolution
   grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side).
 
@@ -47,6 +48,7 @@ PATCH = 8
 EXPERTS = 4
 TOP_K = 2
 MAX_PARAMETERS = 5_000_000
+MIN_INIT_STD = 0.02
 
 WIDTH_KEYS = {
     "hidden_size", "d_model", "embed_dim", "n_embd", "dim", "width", "hidden_dim",
@@ -201,6 +203,8 @@ class _Shrinker:
             if key == "mrope_section":
                 return _scale_sections(value, HEAD_DIM // 2)
             return [self.shrink(v) if isinstance(v, dict) else v for v in value]
+        if key.endswith("initializer_range") and isinstance(value, float) and value < MIN_INIT_STD:
+            return MIN_INIT_STD  # near-zero random weights make an input path invisible in the logits
         if not isinstance(value, int) or isinstance(value, bool):
             return value
         return self._int(key, value, node, old_heads)

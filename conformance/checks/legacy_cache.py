@@ -189,8 +189,14 @@ class Decoder:
         return self.step_inputs(0, cache, self.start())[0]
 
     def start(self) -> dict[str, Any]:
-        state = {"ids": self.ids, "kwargs": {k: v for k, v in self.prefill.items() if k != self.ids_key}}
-        return self.advance(state, self.prefill_output)
+        kwargs = {k: v for k, v in self.prefill.items() if k != self.ids_key}
+        if self.generation_code and self.takes_cache_position:  # 4.x generate tracks it in its kwargs
+            kwargs["cache_position"] = torch.arange(self.ids.shape[1], device=self.ids.device)
+        return self.advance({"ids": self.ids, "kwargs": kwargs}, self.prefill_output)
+
+    @property
+    def takes_cache_position(self) -> bool:
+        return "cache_position" in inspect.signature(self.owner.prepare_inputs_for_generation).parameters
 
     def advance(self, state: dict[str, Any], output: Any) -> dict[str, Any]:
         if self.generation_code:
@@ -225,8 +231,6 @@ class Decoder:
             extra["next_sequence_length"] = 1
         if "is_first_iteration" in params:
             extra["is_first_iteration"] = False
-        if "cache_position" in params:  # 4.x: the position of the new token
-            extra["cache_position"] = torch.arange(ids.shape[1] - 1, ids.shape[1], device=ids.device)
         inputs = self.owner.prepare_inputs_for_generation(ids, **kwargs, **extra)
         return dict(inputs)
 

@@ -18,8 +18,22 @@ import inspect
 import torch
 
 
+def _forward_params(model: torch.nn.Module) -> set[str]:
+    """Parameter names of the first `forward` in the class hierarchy that names any (a wrapper's
+    ``forward(*args, **kwargs)`` says nothing; the forward it wraps does)."""
+    for cls in type(model).__mro__:
+        forward = cls.__dict__.get("forward")
+        if forward is None:
+            continue
+        params = {name for name, p in inspect.signature(forward).parameters.items()
+                  if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)} - {"self"}
+        if params:
+            return params
+    return set()
+
+
 def cache_kwarg(model: torch.nn.Module) -> str:
-    params = inspect.signature(model.forward).parameters
+    params = _forward_params(model)
     if "cache" in params:
         return "cache"
     return "past_key_values"
@@ -53,7 +67,7 @@ def static_cache(model: torch.nn.Module, max_len: int, batch_size: int = 2):
 
 def has_kv_cache(model: torch.nn.Module) -> bool:
     """Whether the model's forward takes a cache at all."""
-    params = inspect.signature(model.forward).parameters
+    params = _forward_params(model)
     return "cache" in params or "past_key_values" in params
 
 

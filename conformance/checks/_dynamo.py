@@ -17,6 +17,7 @@ Contract:
 from __future__ import annotations
 
 import logging
+import re
 import traceback
 import torch
 from torch._dynamo.utils import compilation_time_metrics, counters, guard_failures
@@ -88,6 +89,16 @@ def count_graph_breaks(fn, backend: str, **kwargs) -> tuple[int, str]:
     return sum(breaks.values()), first
 
 
+def describe_guard(reason: str) -> str:
+    """'guard (at file:line in fn)' from one of dynamo's guard-failure reasons."""
+    head = _first_line(reason)
+    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head  # drop the compile id
+    segments = [part.strip() for part in head.split("  # ")]
+    location = next((part for part in segments[1:] if re.search(r":\d+ in ", part)), "")
+    location = re.sub(r"\s*\(HINT.*$", "", location)
+    return _clip(segments[0] + (f" (at {location})" if location else ""))
+
+
 class DynamoWatch:
     """Dynamo's own bookkeeping since entering the block (dynamo is reset on entry)."""
 
@@ -111,13 +122,8 @@ class DynamoWatch:
 
     @property
     def guard_failures(self) -> list[str]:
-        """Why each recompile happened: the guard that failed (compile id prefix removed)."""
-        reasons = []
-        for failures in guard_failures.values():
-            for reason in failures:
-                head = _first_line(str(reason))
-                reasons.append(_clip(head.split(": ", 1)[1] if ": " in head else head))
-        return reasons
+        """Why each recompile was attempted: the failed guard, and where its value came from."""
+        return [describe_guard(str(reason)) for failures in guard_failures.values() for reason in failures]
 
     @property
     def compile_seconds(self) -> float:

@@ -13,7 +13,8 @@ through that sub-model, because that is what their generate does.
 It holds when:
 * dynamo compiled the decode step, fullgraph (no graph break);
 * no step after the first recompiled (dynamo's counters; the reason names
-  the guard that failed);
+  the guard that failed; the first recompile stops the run, so
+  `recompiles` is 0 or 1);
 * at every step the logits match (a) eager greedy decoding of a fresh
   instance with the default dynamic cache and (b) one forward without cache
   over the same tokens (so a cache that silently returns wrong values is
@@ -170,7 +171,8 @@ def check_compile_decode(case: Case) -> dict:
 
     model = case.fresh_model()
     generate_kwargs = greedy(NEW_TOKENS) | {"disable_compile": False}
-    with DynamoWatch() as watch:
+    # One recompile is enough to fail: with fullgraph, the limit makes the first one raise.
+    with DynamoWatch() as watch, torch._dynamo.config.patch(recompile_limit=1):
         try:
             with torch.no_grad():
                 compiled = model.generate(
@@ -178,6 +180,8 @@ def check_compile_decode(case: Case) -> dict:
                     compile_config=_compile_config(case.backend), output_logits=True, return_dict_in_generate=True,
                     logits_processor=LogitsProcessorList([ForceTokens(tokens)]))
         except Exception as exc:
+            metrics["compile_seconds"] = watch.compile_seconds
+            _judge_recompiles(watch, metrics)
             metrics["graph_breaks"] = max(1, len(watch.graph_breaks))
             raise ContractViolation(f"compiled decode failed: {break_reason(exc)}", metrics) from exc
         metrics["compile_seconds"] = watch.compile_seconds
@@ -198,12 +202,14 @@ def _judge_compilation(watch: DynamoWatch, metrics: dict) -> None:
     if watch.graphs == 0:
         raise ContractViolation("generate did not compile the decode step (its cache is not a compileable "
                                 "static cache, or the model's generate bypasses compilation)", metrics)
-    metrics["recompiles"] = watch.graphs - 1
-    if metrics["recompiles"]:
-        guards = watch.guard_failures
-        guard = guards[0] if guards else "unknown guard"
-        raise ContractViolation(f"decode step recompiled {metrics['recompiles']} time(s) after the first step; "
-                                f"first failed guard: {guard}", metrics)
+    _judge_recompiles(watch, metrics)
+
+
+def _judge_recompiles(watch: DynamoWatch, metrics: dict) -> None:
+    guards = watch.guard_failures
+    metrics["recompiles"] = len(guards)
+    if guards:
+        raise ContractViolation(f"decode step recompiled after the first step; failed guard: {guards[0]}", metrics)
 
 
 def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefill_length: int, tol: float,

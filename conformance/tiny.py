@@ -21,7 +21,7 @@ The result keeps the invariants models rely on:
   grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side).
 
 `new_model(tiny, seed)` builds a fresh model with deterministic random
-weights: the same seed gives bit-identical weights, so a check can build one
+weights (no weight tensor left all zero): the same seed gives bit-identical weights, so a check can build one
 instance to compile and another for the eager reference.
 """
 
@@ -181,6 +181,8 @@ class _Shrinker:
         return out
 
     def _value(self, key: str, value: Any, node: dict, old_layers: int | None, old_heads: int | None) -> Any:
+        if not isinstance(key, str):  # an int-keyed table (per-layer or per-id): shrink inside, keep keys
+            return self.shrink(value) if isinstance(value, dict) else value
         if isinstance(value, dict):
             if key in ("rope_parameters", "rope_scaling"):
                 return self._rope(value)
@@ -203,7 +205,7 @@ class _Shrinker:
             if key == "mrope_section":
                 return _scale_sections(value, HEAD_DIM // 2)
             return [self.shrink(v) if isinstance(v, dict) else v for v in value]
-        if key.endswith("initializer_range") and isinstance(value, float) and value < MIN_INIT_STD:
+        if isinstance(key, str) and key.endswith("initializer_range") and isinstance(value, float) and value < MIN_INIT_STD:
             return MIN_INIT_STD  # near-zero random weights make an input path invisible in the logits
         if not isinstance(value, int) or isinstance(value, bool):
             return value
@@ -359,9 +361,23 @@ def new_model(tiny: TinyModel, seed: int = 0, device: str | torch.device = "cpu"
     """A fresh model in eval mode with deterministic random weights."""
     torch.manual_seed(seed)
     model = tiny.info.model_class(tiny.config)
+    _wake_zero_parameters(model)
     model = model.to(device=device, dtype=dtype).eval()
     tiny.parameters = sum(p.numel() for p in model.parameters())
     return model
+
+
+def _wake_zero_parameters(model: torch.nn.Module) -> None:
+    """Give all-zero weights (zero-init projections, tanh gates) small random values.
+
+    Libraries zero-initialize some projections and gates so training starts
+    from the text-only model; with random weights that hides a whole input
+    path from the logits. Biases stay as initialized.
+    """
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and not name.endswith("bias") and param.numel() and not param.any():
+                param.normal_(0.0, MIN_INIT_STD)
 
 
 def count_parameters(model: torch.nn.Module) -> int:

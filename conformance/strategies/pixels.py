@@ -86,7 +86,8 @@ def pixel_layouts(ctx) -> list[tuple[int, ...]]:
     channels-last clip of T frames of one patch per image (folding encoders)."""
     h, w = image_hw(ctx)
     c = channels(ctx)
-    p = int(vision_value(ctx, ("patch_size",), h))
+    p = vision_value(ctx, ("patch_size",), h)
+    p = int(p[0] if isinstance(p, (list, tuple)) else p)
     t = int(vision_value(ctx, ("temporal_patch_size",), 1) or 1)
     return list(dict.fromkeys([(BATCH, c, h, w), (BATCH, t, p, p, c)]))
 

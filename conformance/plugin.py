@@ -3,34 +3,57 @@
 Loaded by the root conftest.py. Contract:
 
 * every test that takes the `model_case` fixture is parametrized over the
-  selected discovered classes (ids = class names), grouped per class so that
-  with ``-n N --dist loadgroup`` one worker builds each tiny model once;
-* `run_cell(check_id, case)` runs a check, applies the expectations (gate)
-  and turns the verdict into a pytest outcome (pass, fail, xfail, skip; an
-  xpass fails with "remove this expectation");
-* every finished cell is appended to a JSON-lines part file as it finishes
-  (one per process), and at session end the controller merges all parts into
+  selected classes of the run's case source (conformance.case_source; ids =
+  class names), grouped per class so that with ``-n N --dist loadgroup`` one
+  worker builds each tiny model once;
+* `run_cell(check_id, case, request)` runs a check, applies the expectations
+  (gate) and turns the verdict into a pytest outcome (pass, fail, xfail,
+  skip; an xpass fails with "remove this expectation");
+* every cell gets exactly one record, appended to its process's part file
+  in ``<matrix-out>.parts/`` as soon as it is known: a cell past
+  ``--cell-timeout`` is `timeout` (conformance.isolation: soft limit, then
+  the worker ends itself), a cell whose worker process died is `error`
+  "worker crashed: ..." (written by the xdist controller), a cell that ended
+  in a harness error without a verdict (a fixture error) is `error`;
+* at session end (also after Ctrl-C) the controller merges all parts into
   the envelope at ``--matrix-out`` (written atomically), also added under the
-  key ``conformance`` of pytest-json-report's file when it is active.
+  key ``conformance`` of pytest-json-report's file when it is active; after
+  a kill -9, `conformance merge --parts DIR -o OUT.json` rebuilds it;
+* bad options and input files end the run before anything runs or is
+  written, with one line naming the option or file and the fix.
 """
 
 from __future__ import annotations
 
-import fnmatch
+import gc
 import os
+import random
+import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from conformance import gate, report
+from conformance import gate, isolation, report
+from conformance.case_source import CaseSourceHooks, TransformersCases
 from conformance.checks.base import CHECK_IDS, Case, Outcome, one_line, run_check
+from conformance.records import PartsDir, find_record, gated, make_record, peak_memory
 
 CELL_KEY = pytest.StashKey[dict]()
+DEADLINE_KEY = pytest.StashKey[object]()
+HARNESS_FAILURE_KEY = pytest.StashKey[str]()
+SESSION_KEY = pytest.StashKey["Session"]()
 DEFAULT_OUT = Path("reports/latest/matrix.json")
+DEFAULT_GRACE = 30.0
+MAX_WORKER_RESTARTS = 100
 
 
 class UsageError(pytest.UsageError):
     pass
+
+
+def pytest_addhooks(pluginmanager):
+    pluginmanager.add_hookspecs(CaseSourceHooks)
 
 
 def pytest_addoption(parser):
@@ -47,103 +70,210 @@ def pytest_addoption(parser):
     group.addoption("--since", default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")
     group.addoption("--transformers-repo", default="", help="a transformers checkout, for --since")
     group.addoption("--cell-timeout", type=float, default=300.0, help="seconds before a cell becomes `timeout`")
+    group.addoption("--cell-timeout-grace", type=float, default=DEFAULT_GRACE,
+                    help="seconds after --cell-timeout before a cell that ignores it ends its worker process")
 
 
-class Session:
-    """Per-process state: options resolved once, the current built model."""
+# --------------------------------------------------------------------------- options
 
-    def __init__(self, config):
-        import torch
 
-        self.config = config
-        device = config.getoption("device")
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        self.device = device
-        self.dtype_name = config.getoption("dtype")
-        self.dtype = getattr(torch, self.dtype_name)
-        self.backend = config.getoption("backend")
-        self.matrix_out = Path(config.getoption("matrix_out"))
-        self.parts_dir = self.matrix_out.with_name(self.matrix_out.name + ".parts")
-        path = config.getoption("expectations")
-        try:
-            self.expectations = gate.load(Path(path) if path else None)
-        except gate.ExpectationsError as exc:
-            raise UsageError(str(exc)) from None
-        self.cell_timeout = config.getoption("cell_timeout")
-        self._built: tuple[str, object] | None = None
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+def _split(value: str) -> list[str]:
+    return [part.strip() for part in value.split(",") if part.strip()]
 
-    @property
-    def part_file(self) -> Path:
-        return self.parts_dir / f"{self.worker}.jsonl"
 
-    def case_for(self, name: str) -> Case:
-        """The built case of class `name`; built once, the previous one freed."""
-        if self._built and self._built[0] == name:
-            value = self._built[1]
-        else:
-            self._built = None
-            value = _build_case(name, self)
-            self._built = (name, value)
-        if isinstance(value, Exception):
-            raise value
-        return value
+def _resolve_device(value: str) -> str:
+    import torch
+
+    if value == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(value)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"--device: {value!r} is not a device; use cpu, cuda, cuda:N or auto") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {value}: no CUDA device is available here; use --device cpu (or auto)")
+    return value
+
+
+def _check_backend(value: str) -> None:
+    import torch._dynamo
+
+    known = torch._dynamo.list_backends(exclude_tags=())
+    if value not in known:
+        raise UsageError(f"--backend: unknown dynamo backend {value!r}; use eager, aot_eager or inductor "
+                         "(any name in torch._dynamo.list_backends(exclude_tags=()) works)")
+
+
+def _load_expectations(value: str, index: dict[str, str]) -> dict:
+    path = Path(value) if value else gate.default_path()
+    if not path.exists():
+        if value:
+            raise UsageError(f"--expectations: {path} does not exist; pass an existing TOML file "
+                             "or leave the option out for the default")
+        return {}
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--expectations: cannot read {path} ({exc}); pass a readable TOML file") from None
+    try:
+        return gate.parse(text, path, index)
+    except gate.ExpectationsError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def _check_writable(out: Path) -> None:
+    """Fail now, not after hours of cells, if the envelope could not be written."""
+    import tempfile
+
+    if out.is_dir():
+        raise UsageError(f"--matrix-out: {out} is a directory; pass a file path such as {out / 'matrix.json'}")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
+            pass
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise UsageError(f"--matrix-out: cannot write {out} ({reason}); choose a writable path") from None
+
+
+# --------------------------------------------------------------------------- per-process state
 
 
 class BuildError(RuntimeError):
     """The harness could not set up the tiny model or its inputs."""
 
 
-def _build_case(name: str, session: Session):
-    import torch
+class BuildTimedOut(BuildError):
+    """Building the tiny model ran past the cell time limit."""
 
-    from conformance.discover import by_name
-    from conformance.samples import make_sample
-    from conformance.tiny import new_model, tiny_config
 
-    info = by_name()[name]
-    try:
-        tiny = tiny_config(info)
-        with torch.no_grad():
-            model = new_model(tiny)
-            sample = make_sample(tiny, model)
-        del model
-        return Case(info=info, tiny=tiny, sample=sample, device=torch.device(session.device),
-                    dtype=session.dtype, backend=session.backend)
-    except Exception as exc:
-        return BuildError(one_line(exc))
+class Session:
+    """Per-process state: options resolved once, the case source, the current built model."""
+
+    def __init__(self, config):
+        self.config = config
+        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
+        self.is_worker = hasattr(config, "workerinput")
+        self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
+        self.matrix_out = Path(config.getoption("matrix_out"))
+        self.parts = PartsDir.of(self.matrix_out)
+        self.parts_dir = self.parts.path
+        self.cell_timeout = config.getoption("cell_timeout")
+        self.grace = config.getoption("cell_timeout_grace")
+        self.dtype_name = config.getoption("dtype")
+        self.backend = config.getoption("backend")
+        self.checks = _split(config.getoption("checks"))
+        self.expectations: dict = {}
+        self.device = ""
+        self._selected: list[str] | None = None
+        self._built: tuple[str, object] | None = None
+        self._dump_file = None
+        self.envelope: dict | None = None
+
+    # -- validation, before anything runs or is written
+
+    def validate(self) -> None:
+        """Resolve every option; a bad one raises UsageError (one line)."""
+        import torch
+
+        unknown = [c for c in self.checks if c not in CHECK_IDS]
+        if unknown:
+            raise UsageError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(CHECK_IDS)}")
+        shard = self.config.getoption("shard")
+        if shard:
+            from conformance.shard import parse
+
+            try:
+                parse(shard)
+            except ValueError as exc:
+                raise UsageError(f"--shard: {exc}") from None
+        for option, value in (("--cell-timeout", self.cell_timeout), ("--cell-timeout-grace", self.grace)):
+            if not value > 0:
+                raise UsageError(f"{option}: must be a positive number of seconds, got {value:g}")
+        self.device = _resolve_device(self.config.getoption("device"))
+        self.dtype = getattr(torch, self.dtype_name)
+        _check_backend(self.backend)
+        self.selected_models()
+        self.expectations = _load_expectations(self.config.getoption("expectations"), self.source.index())
+        if not self.is_worker:
+            _check_writable(self.matrix_out)
+
+    def selected_models(self) -> list[str]:
+        """Class names selected by --models and the impact options (sorted)."""
+        if self._selected is None:
+            self._selected = _select(self.config, self.source)
+        return self._selected
+
+    # -- building
+
+    def case_for(self, name: str) -> Case:
+        """The built case of class `name`; built once, the previous one freed."""
+        if not (self._built and self._built[0] == name):
+            self._built = None
+            gc.collect()
+            try:
+                value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
+            except isolation.CellTimeout as exc:
+                self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
+                                                   "(in the first cell of this class)"))
+                raise
+            except Exception as exc:
+                value = BuildError(one_line(exc))
+            self._built = (name, value)
+        value = self._built[1]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    # -- files
+
+    @property
+    def part_file(self) -> Path:
+        return self.parts.records(self.worker)
+
+    def dump_file(self):
+        """This process's faulthandler dump file (opened once)."""
+        if self._dump_file is None:
+            self._dump_file = isolation.open_dump_file(self.parts.crash_dump(self.worker))
+        return self._dump_file
+
+    def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
+              tiny: dict | None = None) -> dict:
+        record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
+                             seconds=outcome.metrics.get("seconds", 0.0),
+                             metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
+                             nodeid=node_id, process=self.worker, tiny=tiny)
+        report.write_record(self.part_file, record)
+        return record
+
+    def write_envelope(self) -> dict | None:
+        """Merge every part file into the envelope at --matrix-out; None when no cell finished."""
+        records = report.read_records(self.parts.part_files())
+        if not records:
+            return None
+        models = sorted({r["model"] for r in records})
+        checks = [c for c in CHECK_IDS if any(r["check"] == c for r in records)]
+        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
+        envelope = report.build_envelope(records, env, checks, self.source.rows(models))
+        report.write_atomic(self.matrix_out, envelope)
+        return envelope
 
 
 def _session(config) -> Session:
     return config.stash[SESSION_KEY]
 
 
-SESSION_KEY = pytest.StashKey[Session]()
-
-
-def pytest_configure(config):
-    config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
-    checks = [c for c in config.getoption("checks").split(",") if c]
-    unknown = [c for c in checks if c not in CHECK_IDS]
-    if unknown:
-        raise UsageError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(CHECK_IDS)}")
-    config.stash[SESSION_KEY] = Session(config)
-
-
-def selected_models(config) -> list[str]:
-    """Class names selected by --models and impact options (sorted)."""
-    from conformance.discover import discover
-
-    names = [info.name for info in discover()]
-    patterns = [p.strip() for p in config.getoption("models").split(",") if p.strip()]
+def _select(config, source) -> list[str]:
+    names = source.names()
+    patterns = _split(config.getoption("models"))
     if patterns:
-        from conformance.discover import by_name
+        import fnmatch
 
-        index = by_name()
+        index = source.index()
         chosen = set()
         for pattern in patterns:
-            hits = {index[n].name for n in index if fnmatch.fnmatchcase(n, pattern)}
+            hits = {index[n] for n in index if fnmatch.fnmatchcase(n, pattern)}
             if not hits:
                 raise UsageError(f"--models: no discovered class matches {pattern!r}; "
                                  "see `conformance list` for the names")
@@ -164,6 +294,26 @@ def selected_models(config) -> list[str]:
     return names
 
 
+def selected_models(config) -> list[str]:
+    """Class names selected by --models and impact options (sorted)."""
+    return _session(config).selected_models()
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
+    # A test module that fails to import loses its own column, not the run.
+    config.option.continue_on_collection_errors = True
+    # xdist's default (4 per worker) would end the run after a few crashed or hung cells.
+    if getattr(config.option, "numprocesses", None) and getattr(config.option, "maxworkerrestart", "") is None:
+        config.option.maxworkerrestart = str(MAX_WORKER_RESTARTS)
+    session = Session(config)
+    config.stash[SESSION_KEY] = session
+    config.pluginmanager.register(RunHooks(session), "conformance-run")
+
+
+# --------------------------------------------------------------------------- collection
+
+
 def pytest_generate_tests(metafunc):
     if "model_name" not in metafunc.fixturenames:
         return
@@ -179,22 +329,23 @@ def _check_of(item) -> str | None:
     return marker.args[0] if marker else None
 
 
+def _cell_of(item) -> tuple[str, str] | None:
+    """(model, check) of a parametrized cell, None for other tests."""
+    callspec = getattr(item, "callspec", None)
+    check_id = _check_of(item)
+    if check_id and callspec is not None and "model_name" in callspec.params:
+        return str(callspec.params["model_name"]), check_id
+    return None
+
+
 def pytest_collection_modifyitems(session, config, items):
-    checks = [c for c in config.getoption("checks").split(",") if c]
-    kept = []
-    for item in items:
-        check_id = _check_of(item)
-        if check_id and checks and check_id not in checks:
-            continue
-        kept.append(item)
+    checks = _session(config).checks
+    kept = [item for item in items if not (_check_of(item) and checks and _check_of(item) not in checks)]
     shard = config.getoption("shard")
     if shard:
         from conformance.shard import select_shard
 
-        try:
-            kept = select_shard(kept, shard)
-        except ValueError as exc:
-            raise UsageError(f"--shard: {exc}") from None
+        kept = select_shard(kept, shard)
     # Cells of one model run together, checks in their stable order.
     order = {c: i for i, c in enumerate(CHECK_IDS)}
 
@@ -205,8 +356,16 @@ def pytest_collection_modifyitems(session, config, items):
 
     kept.sort(key=key)
     if len(kept) != len(items):
-        config.hook.pytest_deselected(items=[i for i in items if i not in set(kept)])
+        kept_ids = {id(i) for i in kept}
+        config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept_ids])
     items[:] = kept
+
+
+# --------------------------------------------------------------------------- running a cell
+
+
+def _deadline_of(node):
+    return node.stash.get(DEADLINE_KEY, None) or isolation.NoDeadline()
 
 
 @pytest.fixture
@@ -214,35 +373,28 @@ def model_case(request, model_name) -> Case:
     """The built case of the parametrized class; a build failure is the cell's `error`."""
     session = _session(request.config)
     check_id = _check_of(request.node)
+    deadline = _deadline_of(request.node)
     try:
-        return session.case_for(model_name)
+        with deadline.interruptible():
+            return session.case_for(model_name)
+    except (isolation.CellTimeout, BuildTimedOut) as exc:
+        outcome = Outcome("timeout", str(exc) if isinstance(exc, BuildTimedOut) else
+                          f"building the tiny model and inputs {deadline.reason()}",
+                          {"seconds": round(deadline.elapsed, 3)})
     except BuildError as exc:
-        reason = f"tiny model or inputs could not be built: {exc}"
-    _finish(request.node, model_name, check_id, Outcome("error", reason), session)
-
-
-def _record(node, model: str, check_id: str, outcome: Outcome, verdict: str, session: Session, case=None):
-    record = {
-        "model": model,
-        "check": check_id,
-        "verdict": verdict,
-        "reason": outcome.reason,
-        "seconds": outcome.metrics.get("seconds", 0.0),
-        "metrics": {k: v for k, v in outcome.metrics.items() if k != "seconds"},
-        "nodeid": node.nodeid,
-    }
-    if case is not None and check_id == "build":
-        record["tiny"] = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
-                          "strategy": case.sample.strategy}
-    node.stash[CELL_KEY] = record
-    report.write_record(session.part_file, record)
+        outcome = Outcome("error", f"tiny model or inputs could not be built: {exc}")
+    _finish(request.node, model_name, check_id, outcome, session)
 
 
 def _finish(node, model: str, check_id: str, outcome: Outcome, session: Session, case=None):
     """Apply the gate to a raw outcome, record the cell, and end the test accordingly."""
-    expectation = session.expectations.get((model, check_id))
-    verdict = gate.judge(outcome.verdict, expectation)
-    _record(node, model, check_id, outcome, verdict, session, case)
+    _deadline_of(node).stop()  # the cell has its verdict: what pytest does next is not the cell's time
+    verdict, expectation = gated(outcome.verdict, session.expectations, model, check_id)
+    tiny = None
+    if case is not None and check_id == "build":
+        tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
+                "strategy": case.sample.strategy}
+    node.stash[CELL_KEY] = session.write(node.nodeid, model, check_id, outcome, verdict, tiny)
     if verdict == "pass":
         return
     if verdict == "skip":
@@ -257,82 +409,200 @@ def _finish(node, model: str, check_id: str, outcome: Outcome, session: Session,
 
 def run_cell(check_id: str, case: Case, request) -> None:
     """Run `check_id` on `case` and end the test with the gated verdict."""
+    import torch
+
     from conformance.checks.base import load_all_checks
 
     load_all_checks()
     session = _session(request.config)
-    outcome = run_check(check_id, case)
+    deadline = _deadline_of(request.node)
+    outcome = None
+    try:
+        with deadline.interruptible():
+            outcome = run_check(check_id, case)
+    except isolation.CellTimeout:
+        pass
+    if deadline.fired or outcome is None:
+        # Whatever came out of the check (torch may wrap the interrupt), it was stopped by the limit.
+        outcome = Outcome("timeout", deadline.reason(), {"seconds": round(deadline.elapsed, 3)})
+        torch._dynamo.reset()
+        gc.collect()
     _finish(request.node, case.info.name, check_id, outcome, session, case)
 
 
-def _model_rows(names: list[str]) -> dict[str, dict]:
-    from conformance.discover import by_name
-
-    index = by_name()
-    rows = {}
-    for name in names:
-        info = index.get(name)
-        if info is None:
-            continue
-        rows[info.name] = {
-            "model_type": info.model_type,
-            "modalities": list(info.modalities),
-            "kind": info.kind,
-            "tasks": list(info.tasks),
-            "aliases": list(info.aliases),
-            "declared": info.declared,
-        }
-    return rows
+# --------------------------------------------------------------------------- session-level hooks
 
 
-def pytest_sessionstart(session):
-    state = session.config.stash.get(SESSION_KEY, None)
-    if state is not None and not hasattr(session.config, "workerinput"):
-        # A fresh run: old parts of this output would be merged into it.
-        if state.parts_dir.exists():
-            for part in state.parts_dir.glob("*.jsonl"):
-                part.unlink()
+def _model_and_check_from_nodeid(nodeid: str) -> tuple[str, str]:
+    """Fallback when no running note names the cell: `...::test_<check>[<Model>]@group`."""
+    name = nodeid.split("::")[-1].split("@")[0]
+    model = name[name.find("[") + 1:name.rfind("]")] if "[" in name else ""
+    function = name.split("[")[0]
+    return model, function.removeprefix("test_")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_sessionfinish(session, exitstatus):
-    config = session.config
-    state = config.stash.get(SESSION_KEY, None)
-    if state is None or hasattr(config, "workerinput"):
-        return
-    parts = sorted(state.parts_dir.glob("*.jsonl")) if state.parts_dir.exists() else []
-    records = report.read_records(parts)
-    if not records:
-        return
-    models = sorted({r["model"] for r in records})
-    checks = [c for c in CHECK_IDS if any(r["check"] == c for r in records)]
-    envelope = report.build_envelope(records, report.environment(state.device, state.dtype_name, state.backend),
-                                     checks, _model_rows(models))
-    report.write_atomic(state.matrix_out, envelope)
-    for part in parts:
-        part.unlink()
-    try:
-        state.parts_dir.rmdir()
-    except OSError:
-        pass
-    config.stash[ENVELOPE_KEY] = envelope
-    _LAST_ENVELOPE[0] = envelope
+class RunHooks:
+    """The plugin's hooks that need the run's Session (one instance per pytest config)."""
 
+    def __init__(self, session: Session):
+        self.session = session
 
-ENVELOPE_KEY = pytest.StashKey[dict]()
-_LAST_ENVELOPE: list[dict | None] = [None]
+    # -- start
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session):
+        state = self.session
+        state.validate()
+        if state.is_worker:
+            isolation.enable_crash_dumps(state.dump_file())
+            return
+        removed = state.parts.clear()
+        if removed:
+            sys.stderr.write(f"conformance: removed {removed} part file(s) an earlier interrupted run left in "
+                             f"{state.parts.path}\n")
+        report.write_atomic(state.parts.environment,
+                            report.environment(state.device, state.dtype_name, state.backend))
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_json_modifyreport(json_report):
-    """Called by pytest-json-report after our sessionfinish: add the envelope."""
-    if _LAST_ENVELOPE[0] is not None:
-        json_report["conformance"] = _LAST_ENVELOPE[0]
+    # -- one cell
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        cell = _cell_of(item)
+        if cell is None:
+            return (yield)
+        model, check_id = cell
+        state = self.session
+        random.seed(0)
+        try:
+            import numpy
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    envelope = config.stash.get(ENVELOPE_KEY, None)
-    if envelope is not None:
-        state = config.stash[SESSION_KEY]
-        cells = sum(len(r["cells"]) for r in envelope["models"].values())
-        terminalreporter.write_line(f"conformance: {cells} cells written to {state.matrix_out}")
+            numpy.random.seed(0)
+        except ImportError:
+            pass
+        deadline = isolation.Deadline(state.cell_timeout, state.grace,
+                                      on_hard_timeout=lambda: self._hard_timeout(item, model, check_id, deadline),
+                                      dump_file=state.dump_file())
+        isolation.write_note(state.parts.note(state.worker),
+                             {"nodeid": item.nodeid, "model": model, "check": check_id, "pid": os.getpid(),
+                              "started": time.time(), "deadline": time.time() + state.cell_timeout})
+        item.stash[DEADLINE_KEY] = deadline
+        deadline.start()
+        try:
+            result = yield
+        finally:
+            deadline.stop()
+        if CELL_KEY not in item.stash:
+            self._unfinished(item, model, check_id)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item, call):
+        rep = yield
+        if rep.failed and HARNESS_FAILURE_KEY not in item.stash and CELL_KEY not in item.stash:
+            crash = getattr(rep.longrepr, "reprcrash", None)
+            lines = str(rep.longrepr).strip().splitlines()
+            message = getattr(crash, "message", "") or (lines[-1] if lines else "failed")
+            where = f" (at {Path(crash.path).name}:{crash.lineno})" if crash is not None else ""
+            item.stash[HARNESS_FAILURE_KEY] = f"{rep.when}: {' '.join(message.split())}{where}"
+        return rep
+
+    def _unfinished(self, item, model: str, check_id: str) -> None:
+        """The safety net: a cell that ended without a verdict (a fixture error, a test that did not record)."""
+        what = item.stash.get(HARNESS_FAILURE_KEY, "the test ended without recording a verdict (run_cell not called)")
+        outcome = Outcome("error", f"harness error in {what}")
+        verdict, _ = gated("error", self.session.expectations, model, check_id)
+        item.stash[CELL_KEY] = self.session.write(item.nodeid, model, check_id, outcome, verdict)
+
+    def _hard_timeout(self, item, model: str, check_id: str, deadline) -> None:
+        """In the watchdog thread: the cell ignored its soft limit; record it before the process ends."""
+        state = self.session
+        reason = (f"{deadline.reason()} and did not stop within {state.grace:g} s more; "
+                  f"the process running it ({state.worker}) was ended")
+        outcome = Outcome("timeout", reason, {"seconds": round(deadline.elapsed, 3)})
+        verdict, _ = gated("timeout", state.expectations, model, check_id)
+        state.write(item.nodeid, model, check_id, outcome, verdict)
+        message = f"\nconformance: {item.nodeid}: {reason}.\n"
+        if not state.is_worker:
+            try:
+                state.write_envelope()
+                message += (f"conformance: the run stops here (run with -n N to go on past a hung cell); "
+                            f"cells so far are in {state.matrix_out}\n")
+            except BaseException as exc:  # best effort: the parts stay
+                message += (f"conformance: could not write the envelope ({exc}); rebuild it with "
+                            f"`conformance merge --parts {state.parts.path} -o {state.matrix_out}`\n")
+        os.write(2, message.encode())
+
+    # -- crashed workers (pytest-xdist controller)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config, log):
+        if config.getvalue("dist") == "loadgroup":
+            from conformance.xdist_sched import CrashTolerantGroupScheduling
+
+            return CrashTolerantGroupScheduling(config, log)
+        return None
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_handlecrashitem(self, crashitem, report, sched):
+        """Record the cell a dead worker was running: `timeout` if past its deadline, else `error`."""
+        state = self.session
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
+        note = isolation.read_note(state.parts.note(worker)) if worker else None
+        if not note or note.get("nodeid") != crashitem:
+            return None  # not a conformance cell (or it crashed before starting)
+        model, check_id = note.get("model") or "", note.get("check") or ""
+        if not (model and check_id):
+            model, check_id = _model_and_check_from_nodeid(crashitem)
+        dump = state.parts.crash_dump(worker)
+        record = find_record(state.parts.records(worker), crashitem)
+        if record is None:
+            if time.time() >= note.get("deadline", float("inf")):
+                outcome = Outcome("timeout", f"ran past the cell time limit of {state.cell_timeout:g} s; "
+                                  f"worker {worker} ended ({isolation.crash_summary(dump)})")
+            else:
+                outcome = Outcome("error", f"worker crashed: {isolation.crash_summary(dump)}")
+            outcome.metrics["seconds"] = round(time.time() - note.get("started", time.time()), 3)
+            verdict, _ = gated(outcome.verdict, state.expectations, model, check_id)
+            record = state.write(crashitem, model, check_id, outcome, verdict)
+        line = f"{record['verdict'].upper()} {model} / {check_id}: {record['reason']}"
+        try:
+            details = dump.read_text(errors="replace").strip()
+        except OSError:
+            details = ""
+        report.longrepr = line + (f"\n{details}" if details else "")
+        if record["verdict"] == "xfail":
+            report.outcome = "skipped"
+            report.wasxfail = record["reason"]
+        return None
+
+    # -- end
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session, exitstatus):
+        state = self.session
+        if state.is_worker:
+            return
+        self._ensure_envelope()
+
+    def _ensure_envelope(self) -> dict | None:
+        """Write the envelope once (pytest-json-report may ask first), then clear the parts."""
+        state = self.session
+        if state.envelope is None and state.parts.path.is_dir():
+            state.envelope = state.write_envelope()
+            if state.envelope is not None or not state.parts.part_files():
+                state.parts.clear()
+        return state.envelope
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_json_modifyreport(self, json_report):
+        envelope = self._ensure_envelope()
+        if envelope is not None:
+            json_report["conformance"] = envelope
+
+    def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        envelope = self.session.envelope
+        if envelope is not None:
+            cells = sum(len(r["cells"]) for r in envelope["models"].values())
+            peak = envelope["environment"].get("peak_rss_mib")
+            terminalreporter.write_line(f"conformance: {cells} cells written to {self.session.matrix_out}"
+                                        + (f" (peak RSS {peak:.0f} MiB)" if peak else ""))

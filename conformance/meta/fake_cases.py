@@ -1,0 +1,114 @@
+"""Fake models for running the real plugin in the harness's own tests (pytester).
+
+`CONFTEST` supplies a case source (the plugin's `pytest_conformance_case_source`
+hook) whose "classes" are names, each built instantly into a stand-in Case,
+and an autouse fixture that replaces the `build` check by a pass and the
+`compile_prefill` check by `behave`, which does what the class name says:
+pass, raise, sleep past the limit, swallow the interrupt, wrap it, or abort
+the process (the last ones only in a subprocess run).
+"""
+
+FAKE_CLASSES = {
+    "AbortsForConditionalGeneration": "os.abort() in the check: the process dies",
+    "BuildFailsForConditionalGeneration": "the tiny model cannot be built",
+    "FixtureErrorsForConditionalGeneration": "a fixture of the test raises",
+    "OkForConditionalGeneration": "passes",
+    "RaisesForConditionalGeneration": "the check raises",
+    "SleepsForConditionalGeneration": "the check sleeps past the limit",
+    "SwallowsForConditionalGeneration": "the check sleeps and swallows every interrupt",
+    "WrapsForConditionalGeneration": "the check sleeps and wraps the interrupt in a RuntimeError",
+}
+
+_SOURCE = '''
+import os
+import time
+from types import SimpleNamespace
+
+import pytest
+
+pytest_plugins = ["conformance.plugin"]
+
+NAMES = {names!r}
+
+
+class FakeCases:
+    def index(self):
+        return {{n: n for n in NAMES}}
+
+    def names(self):
+        return sorted(NAMES)
+
+    def build(self, name, device, dtype, backend):
+        from conformance.checks.base import Case
+
+        if name.startswith("BuildFails"):
+            raise RuntimeError("no tiny config for this fake")
+        return Case(info=SimpleNamespace(name=name), tiny=SimpleNamespace(source="fake"),
+                    sample=SimpleNamespace(strategy="fake"))
+
+    def rows(self, names):
+        return {{n: {{"model_type": "fake", "modalities": ["text"]}} for n in names}}
+
+
+def pytest_conformance_case_source(config):
+    return FakeCases()
+'''
+
+_CHECKS = '''
+
+def behave(case):
+    name = case.info.name
+    if name.startswith("Raises"):
+        raise ValueError("the fake model failed")
+    if name.startswith("Sleeps"):
+        time.sleep(600)
+    if name.startswith("Swallows"):
+        while True:
+            try:
+                time.sleep(600)
+            except BaseException:
+                pass
+    if name.startswith("Wraps"):
+        try:
+            time.sleep(600)
+        except BaseException as exc:
+            raise RuntimeError("wrapped by the framework") from exc
+    if name.startswith("Aborts"):
+        os.abort()
+    return {"max_abs_diff": 0.0}
+
+
+@pytest.fixture(autouse=True)
+def fake_checks(monkeypatch):
+    from conformance.checks import base
+
+    monkeypatch.setitem(base.CHECKS, "build", lambda case: {"parameters": 1})
+    monkeypatch.setitem(base.CHECKS, "compile_prefill", behave)
+    monkeypatch.setattr(base, "load_all_checks", lambda: base.CHECKS)
+'''
+
+TESTS = '''
+import pytest
+
+from conformance.plugin import run_cell
+
+
+@pytest.mark.conformance_check("build")
+def test_build(model_case, request):
+    run_cell("build", model_case, request)
+
+
+@pytest.fixture
+def extra(model_name):
+    if model_name.startswith("FixtureErrors"):
+        raise RuntimeError("fixture exploded")
+
+
+@pytest.mark.conformance_check("compile_prefill")
+def test_compile_prefill(model_case, extra, request):
+    run_cell("compile_prefill", model_case, request)
+'''
+
+
+def conftest() -> str:
+    return _SOURCE.format(names=sorted(FAKE_CLASSES)) + _CHECKS

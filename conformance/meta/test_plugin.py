@@ -1,0 +1,125 @@
+"""Meta tests of the pytest plugin's front door: bad input ends the run cleanly, selection, grouping.
+
+Each runs the real plugin in process (pytester) on fake classes from a case
+source (conformance/meta/fake_cases.py): no transformers discovery, no model.
+"""
+
+import pytest
+
+from conformance.meta.fake_cases import FAKE_CLASSES, TESTS, conftest
+
+OK = "OkForConditionalGeneration"
+
+
+@pytest.fixture
+def fake_run(pytester):
+    """Run pytest in process on the fake classes; returns (result, matrix path)."""
+    import torch._dynamo  # noqa: F401  (imported before the runs: pytester drops modules a run imports)
+    import transformers  # noqa: F401
+
+    pytester.makeconftest(conftest())
+    pytester.makepyfile(test_fake=TESTS)
+    empty = pytester.path / "none.toml"
+    empty.write_text("")
+
+    def run(*args: str, expectations: str | None = None):
+        out = pytester.path / "out" / "matrix.json"
+        exp = empty
+        if expectations is not None:
+            exp = pytester.path / "expectations.toml"
+            exp.write_text(expectations)
+        base = ["-p", "no:cacheprovider", "--matrix-out", str(out), "--expectations", str(exp)]
+        return pytester.runpytest_inprocess(*base, *args), out
+
+    return run
+
+
+def assert_usage_error(result, out, *fragments: str):
+    """Exit code 4, one `ERROR:` line naming the problem, nothing run, nothing written."""
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str() + result.stderr.str()
+    errors = [line for line in result.stderr.lines if line.startswith("ERROR:")]
+    assert len(errors) == 1, result.stderr.str()
+    for fragment in fragments:
+        assert fragment in errors[0]
+    assert not out.exists() and not out.with_name(out.name + ".parts").exists()
+
+
+@pytest.mark.parametrize("args, fragments", [
+    (["--models", "Nope*"], ["--models", "'Nope*'", "conformance list"]),
+    (["--checks", "build,nope"], ["--checks", "'nope'", "known: build"]),
+    (["--shard", "3/2"], ["--shard", "1 <= i <= N"]),
+    (["--shard", "one"], ["--shard", "i/N"]),
+    (["--cell-timeout", "0"], ["--cell-timeout", "positive"]),
+    (["--device", "tpu9"], ["--device", "'tpu9'"]),
+    (["--backend", "nope"], ["--backend", "'nope'"]),
+])
+def test_bad_option_is_one_line_and_nothing_runs(fake_run, args, fragments):
+    result, out = fake_run(*args)
+    assert_usage_error(result, out, *fragments)
+
+
+@pytest.mark.parametrize("toml, fragment", [
+    ('[[cell]]\nmodel = "NoSuchForConditionalGeneration"\ncheck = "build"\nverdict = "fail"\nreason = "r"\n',
+     "'NoSuchForConditionalGeneration', which is not discovered"),
+    (f'[[cell]]\nmodel = "{OK}"\ncheck = "no_such_check"\nverdict = "fail"\nreason = "r"\n',
+     "unknown check 'no_such_check'"),
+    (f'[[cell]]\nmodel = "{OK}"\ncheck = "build"\nverdict = "fail"\nreason = "r"\n' * 2, "listed twice"),
+    (f'[[cell]]\nmodel = "{OK}"\ncheck = "build"\nverdict = "fai', "not valid TOML"),  # truncated file
+])
+def test_bad_expectations_file_is_a_usage_error(fake_run, toml, fragment):
+    result, out = fake_run(expectations=toml)
+    assert_usage_error(result, out, "expectations.toml", fragment)
+
+
+def test_missing_expectations_file_given_explicitly_is_a_usage_error(fake_run, pytester):
+    out = pytester.path / "m.json"
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-out", str(out),
+                                          "--expectations", str(pytester.path / "typo.toml"))
+    assert_usage_error(result, out, "typo.toml", "does not exist")
+
+
+def test_unwritable_matrix_out_fails_at_start(fake_run, pytester):
+    blocker = pytester.path / "a_file"
+    blocker.write_text("not a directory")
+    result, _ = fake_run("--matrix-out", str(blocker / "matrix.json"))
+    assert_usage_error(result, blocker / "matrix.json", "--matrix-out", "choose a writable path")
+
+
+def test_matrix_out_that_is_a_directory_fails_at_start(fake_run, pytester):
+    folder = pytester.path / "folder"
+    folder.mkdir()
+    result, _ = fake_run("--matrix-out", str(folder))
+    assert_usage_error(result, folder / "x", "is a directory")
+
+
+def test_cells_are_parametrized_per_selected_class_and_grouped_by_class(fake_run):
+    result, _ = fake_run("--collect-only", "-q", "--models", "Ok*,Raises*", "--checks", "compile_prefill")
+    assert result.ret == pytest.ExitCode.OK
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids == [f"test_fake.py::test_compile_prefill[{OK}]",
+                   "test_fake.py::test_compile_prefill[RaisesForConditionalGeneration]"]
+
+
+def test_without_models_option_every_class_is_selected(fake_run):
+    result, _ = fake_run("--collect-only", "-q", "--checks", "build")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert len(ids) == len(FAKE_CLASSES)
+
+
+def test_build_error_and_fixture_error_each_get_one_error_record(fake_run):
+    """The cells of a class that cannot be built, and a cell whose fixture raises, are `error` with a reason."""
+    result, out = fake_run("--models", "BuildFails*,FixtureErrors*")
+    import json
+
+    cells = {(m, c): cell for m, row in json.loads(out.read_text())["models"].items()
+             for c, cell in row["cells"].items()}
+    assert {k: v["verdict"] for k, v in cells.items()} == {
+        ("BuildFailsForConditionalGeneration", "build"): "error",
+        ("BuildFailsForConditionalGeneration", "compile_prefill"): "error",
+        ("FixtureErrorsForConditionalGeneration", "build"): "pass",
+        ("FixtureErrorsForConditionalGeneration", "compile_prefill"): "error",
+    }
+    assert "no tiny config for this fake" in cells[("BuildFailsForConditionalGeneration", "build")]["reason"]
+    reason = cells[("FixtureErrorsForConditionalGeneration", "compile_prefill")]["reason"]
+    assert reason.startswith("harness error in setup: RuntimeError: fixture exploded")
+    result.assert_outcomes(passed=1, errors=3)

@@ -16,7 +16,8 @@ fail too. A different verdict fails the cell and the reason says so.
 On a graph break the reason names the first break (what, and its
 transformers `file:line`), and `graph_breaks` counts all breaks of a
 non-fullgraph trace (dynamo's counters). Metrics: `max_abs_diff`,
-`graph_breaks`, `first_break` (when there is one), `compile_seconds`.
+`graph_breaks`, `first_break` (the first fullgraph failure, when there is
+one), `compile_seconds`.
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ def _compiled_verdict(compiled, inputs: dict, expected: torch.Tensor, tol: float
         with torch.no_grad():
             actual = logits_of(compiled(**inputs))
     except Exception as exc:  # a graph break, or the model failed while traced
-        return f"fullgraph compile failed: {break_reason(exc)}"
+        reason = break_reason(exc)
+        metrics.setdefault("first_break", reason)
+        return f"fullgraph compile failed: {reason}"
     try:
         diff = max_abs_diff(actual, expected)
     except ContractViolation as exc:
@@ -81,14 +84,12 @@ def check_compile_prefill(case: Case) -> dict:
 
 
 def _count_breaks(model: torch.nn.Module, backend: str, inputs: dict, metrics: dict) -> None:
-    """Record `graph_breaks` and `first_break` from a non-fullgraph trace (at least 1: fullgraph broke)."""
+    """Record `graph_breaks` from a non-fullgraph trace (at least 1: fullgraph broke)."""
     try:
         with torch.no_grad():
-            count, first = count_graph_breaks(model, backend, **inputs)
+            count, _ = count_graph_breaks(model, backend, **inputs)
     except Exception as exc:  # the non-fullgraph run failed for its own reasons
         metrics["graph_breaks"] = 1
         metrics["graph_break_count_error"] = one_line(exc, limit=160)
         return
     metrics["graph_breaks"] = max(count, 1)
-    if first:
-        metrics["first_break"] = first

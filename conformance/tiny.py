@@ -11,7 +11,8 @@ The result keeps the invariants models rely on:
 * heads divide the width, kv heads divide heads (MQA stays MQA), head_dim is
   width / heads;
 * layer counts become `LAYERS`; per-layer lists are cut to that length
-  keeping every distinct layer type; layer indices are remapped into range;
+  keeping every distinct layer type; layer indices (index lists,
+  `per_layer_config` keys) are remapped into range;
 * rope sections (``mrope_section``) keep their ratios and sum to head_dim/2;
 * MoE expert counts and top-k shrink together (top-k <= experts);
 * special-token ids are remapped into the small vocabulary, distinct ids stay
@@ -188,6 +189,8 @@ class _Shrinker:
                 return self._rope(value)
             if key in ("id2label", "label2id"):
                 return value
+            if key == "per_layer_config" and old_layers:
+                return self._per_layer(value, old_layers)
             return self.shrink(value)
         if isinstance(value, list):
             if old_layers and len(value) == old_layers and key not in ("mrope_section",) and not LAYER_INDEX_LIST.search(key):
@@ -210,6 +213,24 @@ class _Shrinker:
         if not isinstance(value, int) or isinstance(value, bool):
             return value
         return self._int(key, value, node, old_heads)
+
+    def _per_layer(self, table: dict, old_layers: int) -> dict:
+        """Per-layer overrides keyed by layer index, re-keyed into the tiny layer range.
+
+        Every distinct (shrunk) override is kept while layers last; a model that
+        had plain layers keeps layer 0 plain.
+        """
+        distinct: list[dict] = []
+        for key in sorted(table, key=lambda k: int(k)):
+            shrunk = self.shrink(table[key]) if isinstance(table[key], dict) else table[key]
+            if shrunk not in distinct:
+                distinct.append(shrunk)
+        first = 1 if len(table) < old_layers else 0
+        width = max(len(str(k)) for k in table) if table else 1
+        out = {}
+        for index, override in zip(range(first, LAYERS), distinct):
+            out[str(index).zfill(width) if isinstance(next(iter(table)), str) else index] = override
+        return out
 
     def _layer_ref(self, v: int) -> int:
         return max(v, -(LAYERS + 1)) if v < 0 else min(v, LAYERS)
@@ -337,12 +358,27 @@ def set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def _fill_unset_subconfigs(info: ModelInfo, tree: dict) -> None:
+    """A modality's sub-config the defaults leave None (vision_config for an image
+    model, audio_config for an audio one) gets that sub-config class's defaults,
+    so the tiny model has the encoder its modality needs."""
+    for key, sub_class in (getattr(info.config_class, "sub_configs", None) or {}).items():
+        wanted = (key.startswith("vision") and ("image" in info.modalities or "video" in info.modalities)) or (
+            key.startswith("audio") and "audio" in info.modalities)
+        if wanted and tree.get(key) is None and isinstance(sub_class, type) and hasattr(sub_class, "model_type"):
+            try:
+                tree[key] = sub_class().to_dict()
+            except Exception:
+                continue
+
+
 def tiny_config(info: ModelInfo) -> TinyModel:
     """The tiny config of `info`'s class (see the module docstring)."""
     if info.config_class is None:
         raise RuntimeError(f"{info.name} declares no config_class")
     default = info.config_class()
     tree = default.to_dict()
+    _fill_unset_subconfigs(info, tree)
     tree = shrink_tree(tree)
     fixture = model_fixture(info.model_type)
     source = "auto"

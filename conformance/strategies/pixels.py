@@ -15,6 +15,7 @@ import torch
 
 from conformance.samples import BATCH, TEXT_TOKENS, Sample, left_pad, pad_id, text_tokens
 from conformance.strategies import register
+from conformance.strategies.text import decoder_inputs, is_encoder_decoder
 from conformance.strategies._media import (
     channels, count_placeholders, image_hw, image_token_id, pixels, vision_value,
 )
@@ -71,13 +72,16 @@ def token_types(ctx, ids: torch.Tensor, type_by_token: dict[int, int]) -> torch.
 
 def assemble(ctx, media: dict, counts, gen: torch.Generator, strategy: str, token: int | None = None,
              token_type: int = 1, **extra) -> Sample:
-    """input_ids/attention_mask around the media; `mm_token_type_ids` where the forward takes them."""
+    """input_ids/attention_mask around the media; `mm_token_type_ids` where the forward takes
+    them; `decoder_input_ids` for an encoder-decoder."""
     token = image_token_id(ctx) if token is None else token
     rows = prompts_with_placeholders(ctx, counts, gen, token)
     ids, mask = left_pad(rows, pad_id(ctx.config))
     inputs = {"input_ids": ids, "attention_mask": mask, **media, **extra}
     if "mm_token_type_ids" in ctx.forward_params:
         inputs["mm_token_type_ids"] = token_types(ctx, ids, {token: token_type})
+    if is_encoder_decoder(ctx) and "decoder_input_ids" in ctx.forward_params:
+        inputs.update(decoder_inputs(ctx, gen))
     return Sample(inputs=inputs, strategy=strategy, media_keys=tuple(media), notes={"placeholders": counts})
 
 

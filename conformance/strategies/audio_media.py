@@ -146,3 +146,26 @@ def audio_placeholders(ctx, media: dict[str, Any], audios: int, frames_mask: tor
 def feature_mask_key(ctx) -> str | None:
     """Name of the forward kwarg that masks feature frames, if any."""
     return next((k for k in FEATURE_MASK_KEYS if k in ctx.forward_params), None)
+
+
+def first_that_runs(ctx, candidates: list[dict[str, Any]]) -> dict[str, Any]:
+    """The first candidate inputs the model's forward accepts (else the first).
+
+    Used where a feature layout is a property of the model's encoder
+    (mel-major ``(batch, mel, frames)`` vs time-major ``(batch, frames, mel)``):
+    the frame count differs from the mel-bin count, so an encoder with fixed
+    input channels accepts only one of the layouts.
+    """
+    for inputs in candidates:
+        try:
+            with torch.no_grad():
+                ctx.model(**inputs)
+            return inputs
+        except Exception:
+            continue
+    return candidates[0]
+
+
+def time_major(features: torch.Tensor) -> torch.Tensor:
+    """(batch, mel, frames) -> (batch, frames, mel), contiguous."""
+    return features.transpose(1, 2).contiguous()

@@ -1,7 +1,8 @@
 """Speech encoder-decoder: audio into the encoder, text prompts into the decoder.
 
 The shape of Whisper, Speech2Text, Canary and Moonshine: the encoder takes
-mel features (`input_features`, batch x mel x frames) or a raw waveform
+mel features (`input_features`, batch x mel x frames, or time-major where the
+encoder wants that: found by which layout the model accepts) or a raw waveform
 (`input_values`, batch x samples) with a mask where the forward takes one;
 the decoder takes `decoder_input_ids` starting with the decoder start token.
 There are no placeholders: the decoder cross-attends to the encoder.
@@ -13,7 +14,9 @@ import torch
 
 from conformance.samples import BATCH, Sample
 from conformance.strategies import register
-from conformance.strategies.audio_media import feature_frames, feature_mask_key, mel_bins, waveform_samples
+from conformance.strategies.audio_media import (
+    feature_frames, feature_mask_key, first_that_runs, mel_bins, time_major, waveform_samples,
+)
 from conformance.strategies.text import decoder_inputs
 
 MASK_KEYS = ("attention_mask", "padding_mask")
@@ -42,9 +45,12 @@ def _with_mask(ctx, media: dict, frames: int) -> dict:
 def speech_features_seq2seq(ctx) -> Sample:
     gen = ctx.generator()
     frames = feature_frames(ctx)
-    media = {"input_features": torch.randn((BATCH, mel_bins(ctx), frames), generator=gen)}
-    inputs = {**_with_mask(ctx, dict(media), frames), **decoder_inputs(ctx, gen)}
-    return Sample(inputs=inputs, strategy="speech_features_seq2seq", media_keys=tuple(media))
+    features = torch.randn((BATCH, mel_bins(ctx), frames), generator=gen)
+    text = decoder_inputs(ctx, gen)
+    candidates = [_with_mask(ctx, {"input_features": layout}, frames) | text
+                  for layout in (features, time_major(features))]
+    inputs = first_that_runs(ctx, candidates)
+    return Sample(inputs=inputs, strategy="speech_features_seq2seq", media_keys=("input_features",))
 
 
 @register("speech_waveform_seq2seq", when=takes_speech_waveform, priority=60)

@@ -104,7 +104,7 @@ def _check_backend(value: str) -> None:
                          "(any name in torch._dynamo.list_backends(exclude_tags=()) works)")
 
 
-def _load_expectations(value: str, index: dict[str, str]) -> dict:
+def _load_expectations(value: str, source) -> dict:
     path = Path(value) if value else gate.default_path()
     if not path.exists():
         if value:
@@ -116,7 +116,7 @@ def _load_expectations(value: str, index: dict[str, str]) -> dict:
     except (OSError, UnicodeDecodeError) as exc:
         raise UsageError(f"--expectations: cannot read {path} ({exc}); pass a readable TOML file") from None
     try:
-        return gate.parse(text, path, index)
+        return gate.parse(text, path, source.index())
     except gate.ExpectationsError as exc:
         raise UsageError(str(exc)) from None
 
@@ -152,8 +152,8 @@ class Session:
 
     def __init__(self, config):
         self.config = config
-        self.worker = os.environ.get("PYTEST_XDIST_WORKER", "main")
         self.is_worker = hasattr(config, "workerinput")
+        self.worker = config.workerinput.get("workerid", "gw") if self.is_worker else "main"
         self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
         self.matrix_out = Path(config.getoption("matrix_out"))
         self.parts = PartsDir.of(self.matrix_out)
@@ -169,6 +169,8 @@ class Session:
         self._built: tuple[str, object] | None = None
         self._dump_file = None
         self.envelope: dict | None = None
+        # The terminal, for a message from the watchdog thread while pytest captures fd 2 (not yet at configure).
+        self.console_fd = os.dup(2)
 
     # -- validation, before anything runs or is written
 
@@ -193,8 +195,10 @@ class Session:
         self.device = _resolve_device(self.config.getoption("device"))
         self.dtype = getattr(torch, self.dtype_name)
         _check_backend(self.backend)
-        self.selected_models()
-        self.expectations = _load_expectations(self.config.getoption("expectations"), self.source.index())
+        options = self.config.getoption
+        if options("models") or options("changed_files") or options("since"):
+            self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
+        self.expectations = _load_expectations(self.config.getoption("expectations"), self.source)
         if not self.is_worker:
             _check_writable(self.matrix_out)
 
@@ -530,7 +534,7 @@ class RunHooks:
             except BaseException as exc:  # best effort: the parts stay
                 message += (f"conformance: could not write the envelope ({exc}); rebuild it with "
                             f"`conformance merge --parts {state.parts.path} -o {state.matrix_out}`\n")
-        os.write(2, message.encode())
+        os.write(state.console_fd, message.encode())
 
     # -- crashed workers (pytest-xdist controller)
 
@@ -598,6 +602,9 @@ class RunHooks:
         envelope = self._ensure_envelope()
         if envelope is not None:
             json_report["conformance"] = envelope
+
+    def pytest_unconfigure(self, config):
+        os.close(self.session.console_fd)
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         envelope = self.session.envelope

@@ -137,7 +137,11 @@ def discover() -> tuple[ModelInfo, ...]:
             cls = getattr(transformers, name)
         except Exception:  # a lazy import that fails is still a row
             cls = None
-        if not inspect.isclass(cls):
+        # Dummy objects stand in for classes of a framework that is not installed
+        # (Flax/TF in 4.x); they are not models of this installation.
+        if not inspect.isclass(cls) or type(cls).__name__ == "DummyObject":
+            continue
+        if not issubclass(cls, transformers.PreTrainedModel):  # 4.x TF/Flax twins
             continue
         classes[name] = cls
         by_object.setdefault(id(cls), []).append(name)
@@ -148,7 +152,10 @@ def discover() -> tuple[ModelInfo, ...]:
         # The canonical name is the class's own __name__; the others are aliases.
         canonical = cls.__name__ if cls.__name__ in names else names[0]
         aliases = tuple(n for n in names if n != canonical)
-        config_class = getattr(cls, "config_class", None)
+        try:
+            config_class = getattr(cls, "config_class", None)
+        except ImportError:  # a backend the class needs is missing
+            config_class = None
         if not inspect.isclass(config_class):
             config_class = None
         tasks = [t for n in names for t in tasks_by_class.get(n, [])]

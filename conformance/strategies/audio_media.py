@@ -94,17 +94,37 @@ def _owners(model: torch.nn.Module):
     return [m for m in (model, getattr(model, "model", None)) if m is not None]
 
 
-def _call_audio_features(model: torch.nn.Module, media: dict[str, Any]) -> Any | None:
+def _audio_features_fn(model: torch.nn.Module):
+    """The model's `get_audio_features` and its parameters (skipping *args/**kwargs wrappers)."""
     for owner in _owners(model):
         fn = getattr(owner, "get_audio_features", None)
         if fn is None:
             continue
         params = inspect.signature(fn).parameters
-        takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
-        if takes_kwargs and all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
-            # a thin wrapper (*args, **kwargs): look at what it forwards to
-            continue
+        if all(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in params.values()):
+            continue  # a thin wrapper: look at what it forwards to
+        return fn, params
+    return None, {}
+
+
+def frame_mask_consumed(ctx, key: str) -> bool:
+    """Whether a mask kwarg masks feature frames: the audio path takes it, or there is no audio path to ask.
+
+    Where `get_audio_features` does not take the forward's mask, the forward
+    applies it to the audio embeddings instead; the sample omits it (all valid).
+    """
+    fn, params = _audio_features_fn(ctx.model)
+    return fn is None or key in params
+
+
+def _call_audio_features(model: torch.nn.Module, media: dict[str, Any]) -> Any | None:
+    fn, params = _audio_features_fn(model)
+    if fn is not None:
         kwargs = {k: v for k, v in media.items() if k in params}
+        required = {n for n, p in params.items()
+                    if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+        if required - set(kwargs):
+            return None  # it needs more than the media (e.g. the prompt): count another way
         with torch.no_grad():
             return fn(**kwargs)
     return None

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
+from conformance.samples import Sample
 from conformance.tiny import IMAGE_SIZE
 
 
@@ -112,3 +114,37 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int, method: s
     if rows % images:
         raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
     return rows // images
+
+
+def supported_ratio_id(ratios: list, tiles: tuple[int, int]) -> int:
+    """1-based id of `tiles` (rows, cols) in a supported aspect-ratio list; 0 is padding."""
+    for index, ratio in enumerate(ratios):
+        if tuple(ratio) == tuple(tiles):
+            return index + 1
+    raise LookupError(f"aspect ratio {list(tiles)} is not among the supported ones {ratios}")
+
+
+
+@dataclass
+class MaskedMediaSample(Sample):
+    """A sample whose media tensors hold non-pixel parts next to the pixel values.
+
+    Some media inputs carry indices or padding beside the pixels (a patch's
+    row/column ids, all-zero padding patches). `perturbed` changes only the
+    entries where `perturb_masks[key]` is True (a bool tensor of the input's
+    shape) and keeps the others, so indices stay valid and padding stays padding.
+    """
+
+    perturb_masks: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def perturbed(self, seed: int = 1) -> "MaskedMediaSample":
+        moved = Sample.perturbed(self, seed).inputs
+        for key, mask in self.perturb_masks.items():
+            moved[key] = torch.where(mask, moved[key], self.inputs[key])
+        return replace(self, inputs=moved)
+
+
+def masked_media(sample: Sample, masks: dict[str, torch.Tensor]) -> MaskedMediaSample:
+    """`sample` whose perturbation only touches the entries `masks` mark."""
+    return MaskedMediaSample(inputs=sample.inputs, strategy=sample.strategy, media_keys=sample.media_keys,
+                             notes=sample.notes, perturb_masks=masks)

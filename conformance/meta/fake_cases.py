@@ -2,7 +2,7 @@
 
 `CONFTEST` supplies a case source (the plugin's `pytest_conformance_case_source`
 hook) whose "classes" are names, each built instantly into a stand-in Case,
-and an autouse fixture that replaces the `build` check by a pass and the
+and an autouse fixture that replaces the `build` check by `draws` (a pass) and the
 `compile_prefill` check by `behave`, which does what the class name says:
 pass, raise, sleep past the limit, swallow the interrupt, wrap it, or abort
 the process (the last ones only in a subprocess run).
@@ -78,11 +78,20 @@ def behave(case):
     return {"max_abs_diff": 0.0}
 
 
+def draws(case):
+    """Passes, recording a draw of each global random generator (equal in every cell when seeded per cell)."""
+    import random
+
+    import numpy
+
+    return {"parameters": 1, "python_draw": random.random(), "numpy_draw": float(numpy.random.rand())}
+
+
 @pytest.fixture(autouse=True)
 def fake_checks(monkeypatch):
     from conformance.checks import base
 
-    monkeypatch.setitem(base.CHECKS, "build", lambda case: {"parameters": 1})
+    monkeypatch.setitem(base.CHECKS, "build", draws)
     monkeypatch.setitem(base.CHECKS, "compile_prefill", behave)
     monkeypatch.setattr(base, "load_all_checks", lambda: base.CHECKS)
 '''

@@ -123,3 +123,32 @@ def test_build_error_and_fixture_error_each_get_one_error_record(fake_run):
     reason = cells[("FixtureErrorsForConditionalGeneration", "compile_prefill")]["reason"]
     assert reason.startswith("harness error in setup: RuntimeError: fixture exploded")
     result.assert_outcomes(passed=1, errors=3)
+
+
+def test_global_random_generators_are_seeded_per_cell(fake_run):
+    """Python's and numpy's generators start from the same state in every cell, whatever ran before."""
+    import json
+    import random
+
+    random.random()  # the outer process's state must not matter
+    result, out = fake_run("--models", "Ok*,Raises*,Sleeps*", "--checks", "build")
+    metrics = [row["cells"]["build"]["metrics"] for row in json.loads(out.read_text())["models"].values()]
+    assert len(metrics) == 3
+    assert len({(m["python_draw"], m["numpy_draw"]) for m in metrics}) == 1
+
+
+def test_ci_hypothesis_profile_is_derandomized_without_deadline():
+    from hypothesis import settings
+
+    profile = settings.get_profile("ci")
+    assert profile.derandomize is True and profile.deadline is None
+
+
+def test_a_check_module_that_fails_to_import_does_not_stop_the_other_cells(fake_run, pytester):
+    import json
+
+    pytester.makepyfile(test_broken="raise ImportError('this check module is broken')")
+    result, out = fake_run("--models", "Ok*", "--checks", "build")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.assert_outcomes(passed=1, errors=1)
+    assert json.loads(out.read_text())["models"][OK]["cells"]["build"]["verdict"] == "pass"

@@ -40,9 +40,19 @@ def _first_int(configs, keys) -> int | None:
     return None
 
 
+def _with_sub_configs(config) -> list:
+    """`config` and, breadth first, the sub-configs nested in it."""
+    found, queue = [], [config]
+    while queue:
+        node = queue.pop(0)
+        found.append(node)
+        queue.extend(v for v in vars(node).values() if hasattr(v, "to_dict") and hasattr(v, "model_type"))
+    return found
+
+
 def mel_bins(ctx) -> int:
-    """Feature channels per frame the audio encoder takes."""
-    configs = (audio_config(ctx.config), ctx.config)
+    """Feature channels per frame the audio encoder takes (searched in nested audio sub-configs too)."""
+    configs = [*_with_sub_configs(audio_config(ctx.config)), ctx.config]
     bins = _first_int(configs, MEL_KEYS)
     if bins is None:
         raise LookupError("config names no mel-bin count (num_mel_bins / feature_size / input_dim)")

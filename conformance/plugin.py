@@ -34,9 +34,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import gate, isolation, report
+from conformance import isolation, report
 from conformance.case_source import CaseSourceHooks, TransformersCases
 from conformance.checks.base import CHECK_IDS, Case, Outcome, one_line, run_check
+from conformance.options import (UsageError, check_backend, check_ids, check_seconds, check_shard, check_writable,
+                                  load_expectations, resolve_device, select_models, split)
 from conformance.records import PartsDir, find_record, gated, make_record, peak_memory
 
 CELL_KEY = pytest.StashKey[dict]()
@@ -46,10 +48,6 @@ SESSION_KEY = pytest.StashKey["Session"]()
 DEFAULT_OUT = Path("reports/latest/matrix.json")
 DEFAULT_GRACE = 30.0
 MAX_WORKER_RESTARTS = 100
-
-
-class UsageError(pytest.UsageError):
-    pass
 
 
 def pytest_addhooks(pluginmanager):
@@ -74,68 +72,6 @@ def pytest_addoption(parser):
                     help="seconds after --cell-timeout before a cell that ignores it ends its worker process")
 
 
-# --------------------------------------------------------------------------- options
-
-
-def _split(value: str) -> list[str]:
-    return [part.strip() for part in value.split(",") if part.strip()]
-
-
-def _resolve_device(value: str) -> str:
-    import torch
-
-    if value == "auto":
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        device = torch.device(value)
-    except (RuntimeError, ValueError):
-        raise UsageError(f"--device: {value!r} is not a device; use cpu, cuda, cuda:N or auto") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {value}: no CUDA device is available here; use --device cpu (or auto)")
-    return value
-
-
-def _check_backend(value: str) -> None:
-    import torch._dynamo
-
-    known = torch._dynamo.list_backends(exclude_tags=())
-    if value not in known:
-        raise UsageError(f"--backend: unknown dynamo backend {value!r}; use eager, aot_eager or inductor "
-                         "(any name in torch._dynamo.list_backends(exclude_tags=()) works)")
-
-
-def _load_expectations(value: str, source) -> dict:
-    path = Path(value) if value else gate.default_path()
-    if not path.exists():
-        if value:
-            raise UsageError(f"--expectations: {path} does not exist; pass an existing TOML file "
-                             "or leave the option out for the default")
-        return {}
-    try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--expectations: cannot read {path} ({exc}); pass a readable TOML file") from None
-    try:
-        return gate.parse(text, path, source.index())
-    except gate.ExpectationsError as exc:
-        raise UsageError(str(exc)) from None
-
-
-def _check_writable(out: Path) -> None:
-    """Fail now, not after hours of cells, if the envelope could not be written."""
-    import tempfile
-
-    if out.is_dir():
-        raise UsageError(f"--matrix-out: {out} is a directory; pass a file path such as {out / 'matrix.json'}")
-    try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=out.parent, prefix=f".{out.name}.", suffix=".probe"):
-            pass
-    except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise UsageError(f"--matrix-out: cannot write {out} ({reason}); choose a writable path") from None
-
-
 # --------------------------------------------------------------------------- per-process state
 
 
@@ -157,13 +93,13 @@ class Session:
         self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
         self.matrix_out = Path(config.getoption("matrix_out"))
         self.parts = PartsDir.of(self.matrix_out)
-        self.parts_dir = self.parts.path
         self.cell_timeout = config.getoption("cell_timeout")
         self.grace = config.getoption("cell_timeout_grace")
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
-        self.checks = _split(config.getoption("checks"))
+        self.checks = split(config.getoption("checks"))
         self.expectations: dict = {}
+        self.expectations_file: Path | None = None
         self.device = ""
         self._selected: list[str] | None = None
         self._built: tuple[str, object] | None = None
@@ -178,34 +114,25 @@ class Session:
         """Resolve every option; a bad one raises UsageError (one line)."""
         import torch
 
-        unknown = [c for c in self.checks if c not in CHECK_IDS]
-        if unknown:
-            raise UsageError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(CHECK_IDS)}")
-        shard = self.config.getoption("shard")
-        if shard:
-            from conformance.shard import parse
-
-            try:
-                parse(shard)
-            except ValueError as exc:
-                raise UsageError(f"--shard: {exc}") from None
-        for option, value in (("--cell-timeout", self.cell_timeout), ("--cell-timeout-grace", self.grace)):
-            if not value > 0:
-                raise UsageError(f"{option}: must be a positive number of seconds, got {value:g}")
-        self.device = _resolve_device(self.config.getoption("device"))
+        check_ids(self.checks, CHECK_IDS)
+        check_shard(self.config.getoption("shard"))
+        check_seconds("--cell-timeout", self.cell_timeout)
+        check_seconds("--cell-timeout-grace", self.grace)
+        self.device = resolve_device(self.config.getoption("device"))
         self.dtype = getattr(torch, self.dtype_name)
-        _check_backend(self.backend)
+        check_backend(self.backend)
         options = self.config.getoption
         if options("models") or options("changed_files") or options("since"):
             self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
-        self.expectations = _load_expectations(self.config.getoption("expectations"), self.source)
+        self.expectations_file, self.expectations = load_expectations(self.config.getoption("expectations"),
+                                                                      self.source)
         if not self.is_worker:
-            _check_writable(self.matrix_out)
+            check_writable(self.matrix_out)
 
     def selected_models(self) -> list[str]:
         """Class names selected by --models and the impact options (sorted)."""
         if self._selected is None:
-            self._selected = _select(self.config, self.source)
+            self._selected = select_models(self.config, self.source)
         return self._selected
 
     # -- building
@@ -266,36 +193,6 @@ class Session:
 
 def _session(config) -> Session:
     return config.stash[SESSION_KEY]
-
-
-def _select(config, source) -> list[str]:
-    names = source.names()
-    patterns = _split(config.getoption("models"))
-    if patterns:
-        import fnmatch
-
-        index = source.index()
-        chosen = set()
-        for pattern in patterns:
-            hits = {index[n] for n in index if fnmatch.fnmatchcase(n, pattern)}
-            if not hits:
-                raise UsageError(f"--models: no discovered class matches {pattern!r}; "
-                                 "see `conformance list` for the names")
-            chosen |= hits
-        names = [n for n in names if n in chosen]
-    changed = list(config.getoption("changed_files"))
-    since = config.getoption("since")
-    if changed or since:
-        from conformance import impact
-
-        try:
-            if since:
-                changed += impact.changed_since(since, config.getoption("transformers_repo"))
-            impacted = impact.impacted_classes(changed)
-        except impact.ImpactError as exc:
-            raise UsageError(str(exc)) from None
-        names = [n for n in names if n in impacted]
-    return names
 
 
 def selected_models(config) -> list[str]:
@@ -407,7 +304,7 @@ def _finish(node, model: str, check_id: str, outcome: Outcome, session: Session,
         pytest.xfail(f"{expectation.reason} | observed: {outcome.reason}")
     if verdict == "xpass":
         pytest.fail(f"XPASS {model} / {check_id}: expected to {expectation.verdict} ({expectation.reason}) "
-                    f"but passed; remove this expectation from {gate.default_path().name}", pytrace=False)
+                    f"but passed; remove this expectation from {session.expectations_file}", pytrace=False)
     pytest.fail(f"{verdict.upper()} {model} / {check_id}: {outcome.reason}", pytrace=False)
 
 

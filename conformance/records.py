@@ -12,7 +12,6 @@ parts directory are named by `PartsDir`.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,7 +110,3 @@ def peak_memory(records: list[dict], own: dict[str, float]) -> dict:
             by_process[key] = max(by_process.get(key, 0.0), float(process["peak_rss_mib"]))
     return {"peak_rss_mib": max(by_process.values(), default=0.0),
             "peak_rss_mib_by_process": dict(sorted(by_process.items()))}
-
-
-def dumps(record: dict) -> str:
-    return json.dumps(record, sort_keys=True, default=str)

@@ -19,6 +19,7 @@ DEFAULT_SAMPLES = 3200  # raw waveform samples when neither recipe nor config sa
 MEL_KEYS = ("num_mel_bins", "n_mels", "feature_size", "input_feat_per_channel", "input_dim", "num_mel_filters")
 AUDIO_CONFIG_KEYS = ("audio_config", "encoder_config", "audio_encoder_config", "speech_config", "encoder")
 TOKEN_KEYS = ("audio_token_id", "audio_token_index", "audio_token")
+STACKED_FRAME_KEYS = ("num_stacked_frames", "lfr_m")
 FEATURE_MASK_KEYS = ("input_features_mask", "feature_attention_mask")
 
 
@@ -57,7 +58,10 @@ def mel_bins(ctx) -> int:
     if bins is None:
         raise LookupError("config names no mel-bin count (num_mel_bins / feature_size / input_dim)")
     channels = _first_int(configs, ("input_channels",))
-    return bins * channels if channels and "input_feat_per_channel" in ctx.config.to_dict() else bins
+    if channels and "input_feat_per_channel" in ctx.config.to_dict():
+        bins *= channels
+    stacked = _first_int(configs, STACKED_FRAME_KEYS)  # low-frame-rate stacking: frames side by side
+    return bins * stacked if stacked else bins
 
 
 def feature_frames(ctx) -> int:

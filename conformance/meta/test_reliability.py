@@ -311,7 +311,7 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
     assert "harness error in setup: RuntimeError: fixture exploded" in \
         cells[("FixtureErrorsForConditionalGeneration", "compile_prefill")]["reason"]
     workers = [k for k in envelope["environment"]["peak_rss_mib_by_process"] if k.startswith("gw")]
-    assert len(workers) >= 3  # two workers, plus the replacements of the aborted and the hung one
+    assert len(workers) >= 2  # one envelope holds the cells of several worker processes
     assert envelope["environment"]["peak_rss_mib"] > 0
     assert json.loads((fake_project.path / "report.json").read_text())["conformance"]["models"] == envelope["models"]
     assert not (fake_project.path / "reports/latest/matrix.json.parts").exists()

@@ -73,7 +73,17 @@ EXPERT_KEYS = {"num_experts", "n_routed_experts", "num_local_experts", "moe_num_
 TOP_K_KEYS = {"num_experts_per_tok", "moe_topk", "moe_k", "num_experts_per_token", "top_k",
               "num_selected_experts"}
 ONE_KEYS = {"n_shared_experts", "num_shared_experts", "n_group", "topk_group", "first_k_dense_replace",
-            "decoder_sparse_step"}
+            "decoder_sparse_step", "num_res_blocks"}
+# Conv stacks: a base channel count scaled per stage by a multiplier list. Every
+# stage becomes `WIDTH` wide (a multiple of 32: many VQ encoders hard-code
+# GroupNorm(32 groups); some size their attention blocks by the model width).
+BASE_CHANNEL_KEYS = {"base_channels"}
+MULTIPLIER_LIST_KEYS = {"channel_multiplier", "channel_mult", "ch_mult"}
+# VQ image tokenizers: codebook entries (image token ids are codebook indices).
+CODEBOOK_ENTRY_KEYS = {"num_embeddings"}
+CODEBOOK_ENTRIES = 64
+# Audio conv encoders start from `num_filters` and double them per down-sampling ratio.
+FILTERS = 4
 MLA_KEYS = {"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD_DIM,
             "kv_lora_rank": 32, "q_lora_rank": 32}
 VOCAB_KEYS = {"vocab_size", "text_vocab_size"}
@@ -197,6 +207,8 @@ class _Shrinker:
                 return _cut_layer_list(value, LAYERS)
             if LAYER_INDEX_LIST.search(key) and old_layers and all(isinstance(v, int) for v in value):
                 return sorted({min(LAYERS - 1, v * LAYERS // old_layers) for v in value})
+            if key in MULTIPLIER_LIST_KEYS and all(isinstance(v, int) for v in value):
+                return [1] * len(value)  # same stage count (same down-sampling), one width
             if key in INTERMEDIATE_KEYS and all(isinstance(v, int) for v in value):
                 return [INTERMEDIATE] * len(value)
             if key == "vision_feature_layer":
@@ -260,12 +272,21 @@ class _Shrinker:
             return min(value, TOP_K)
         if key in ONE_KEYS:
             return min(value, 1)
-        if key in INTERMEDIATE_KEYS or (value in self.intermediates and "intermediate" in key):
+        if key in CODEBOOK_ENTRY_KEYS:
+            return min(value, CODEBOOK_ENTRIES)
+        if key in BASE_CHANNEL_KEYS:
+            return WIDTH
+        if key == "num_filters":
+            return min(value, FILTERS)
+        if key in INTERMEDIATE_KEYS or key.endswith("intermediate_size") or (
+                value in self.intermediates and "intermediate" in key):
             return INTERMEDIATE
         if key == "image_size":
             return IMAGE_SIZE
         if key == "patch_size":
             return PATCH if value > PATCH else value
+        if key.endswith("_dim") and value in {node.get(k) for k in WIDTH_KEYS}:
+            return WIDTH  # a dim its own config ties to its width (a quantizer without projections)
         if key in WIDTH_KEYS or (value in self.widths and not NOT_A_WIDTH.search(key)
                                  and re.search(r"hidden|dim|embed|size|d_model|width|channels", key)):
             return WIDTH
@@ -348,10 +369,13 @@ def shrink_tree(tree: dict) -> dict:
 
 
 def set_dotted(tree: dict, dotted: str, value: Any) -> None:
-    """Set `a.b.c` in a nested dict; every parent must already exist."""
+    """Set `a.b.c` in a nested dict; every parent must already exist, as a
+    table or as None (a table the defaults leave unset, e.g. a vocabulary map)."""
     node = tree
     parts = dotted.split(".")
     for part in parts[:-1]:
+        if part in node and node[part] is None:
+            node[part] = {}
         if not isinstance(node.get(part), dict):
             raise KeyError(dotted)
         node = node[part]

@@ -12,7 +12,9 @@ config node:
   subsampling by 2, 4 or 8 stays exact);
 * codebook sizes (``codebook_size``, ``audio_vocab_size``, ...) become
   `CODEBOOK`, so the embedding tables of multi-codebook models stay small;
-  the number of codebooks is kept (models index codebooks by position).
+  the number of codebooks is kept (models index codebooks by position);
+* depthwise conv groups (``upsample_groups``, one group per channel of a
+  codec's hidden size) follow the shrunk hidden size.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ SOURCE_POSITIONS = 32
 MEL_BINS = 16
 CODEBOOK = 64
 MEL_KEYS = {"num_mel_bins", "n_mels", "num_mel_filters"}
+DEPTHWISE_GROUP_KEYS = {"upsample_groups"}
 CODEBOOK_KEYS = {"codebook_size", "audio_vocab_size", "num_codebook_entries", "codebook_vocab_size"}
 
 
@@ -41,6 +44,8 @@ def _shrink_node(node: dict) -> dict:
             out[key] = MEL_BINS
         elif key in CODEBOOK_KEYS and value > CODEBOOK:
             out[key] = CODEBOOK
+        elif key in DEPTHWISE_GROUP_KEYS and isinstance(node.get("hidden_size"), int) and value > node["hidden_size"]:
+            out[key] = node["hidden_size"]  # depthwise: one group per channel
         else:
             out[key] = value
     return out

@@ -92,6 +92,8 @@ def eager_runner(generation: ExportedGeneration):
 def check_executorch(case: Case) -> dict:
     if not executorch_available():
         raise NotApplicable(f"executorch is not installed: {INSTALL_HINT}")
+    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+        raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
     inputs = single_prompt(case.inputs())
     generation = ExportedGeneration(case.fresh_model(), inputs)
     programs = generation.export()

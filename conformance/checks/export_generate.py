@@ -114,6 +114,14 @@ def generation_owner(model: torch.nn.Module) -> torch.nn.Module:
     return model
 
 
+def vision_owner(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The module whose `get_image_features` gives the placeholder features: the model or its base model."""
+    for owner in (model, getattr(model, "model", None)):
+        if owner is not None and hasattr(owner, "get_image_features"):
+            return owner
+    return None
+
+
 def _accepted(fn, names) -> set[str]:
     params = inspect.signature(fn).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
@@ -254,9 +262,10 @@ class ExportedGeneration:
         self.media = {k: v for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)}
         self.text = {k: v for k, v in inputs.items() if k in TEXT_KEYS - {"input_ids"}}
         self.text = {k: self.text[k] for k in _accepted(self.owner.forward, self.text)}
-        self.vision_model = model if self.media and hasattr(model, "get_image_features") else None
+        self.vision_model = vision_owner(model) if self.media else None
         if self.media and self.vision_model is None:
-            raise NotApplicable("the sample carries media but the model has no get_image_features")
+            raise NotApplicable("the sample's media reach the model by another route than placeholder features "
+                                "(no get_image_features on the model or its base model): not split by this check")
         if self.vision_model is not None:
             self.media = {k: self.media[k] for k in _accepted(self.vision_model.get_image_features, self.media)}
         self.max_len = ids.shape[1] + new_tokens
@@ -314,6 +323,8 @@ class ExportedGeneration:
 
 @check("export_generate")
 def check_export_generate(case: Case) -> dict:
+    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+        raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
     inputs = single_prompt(case.inputs())
     model = case.fresh_model()
     generation = ExportedGeneration(model, inputs)

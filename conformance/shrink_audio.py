@@ -13,6 +13,8 @@ config node:
 * codebook sizes (``codebook_size``, ``audio_vocab_size``, ...) become
   `CODEBOOK`, so the embedding tables of multi-codebook models stay small;
   the number of codebooks is kept (models index codebooks by position);
+* a conv codec's blocks per stage (``depths`` beside down/upsampling
+  ratios) become 1; the stages themselves, and so the hop length, stay;
 * depthwise conv groups (``upsample_groups``, one group per channel of a
   codec's hidden size) follow the shrunk hidden size.
 """
@@ -25,6 +27,7 @@ SOURCE_POSITIONS = 32
 MEL_BINS = 16
 CODEBOOK = 64
 MEL_KEYS = {"num_mel_bins", "n_mels", "num_mel_filters"}
+RATIO_KEYS = ("downsampling_ratios", "upsampling_ratios")
 DEPTHWISE_GROUP_KEYS = {"upsample_groups"}
 CODEBOOK_KEYS = {"codebook_size", "audio_vocab_size", "num_codebook_entries", "codebook_vocab_size"}
 
@@ -34,6 +37,8 @@ def _shrink_node(node: dict) -> dict:
     for key, value in node.items():
         if isinstance(value, dict) and key not in ("id2label", "label2id"):
             out[key] = _shrink_node(value)
+        elif key == "depths" and any(k in node for k in RATIO_KEYS) and all(isinstance(v, int) for v in value):
+            out[key] = [1] * len(value)  # one block per codec stage; the stages (ratios) stay
         elif isinstance(value, list):
             out[key] = [_shrink_node(v) if isinstance(v, dict) else v for v in value]
         elif not isinstance(value, int) or isinstance(value, bool):

@@ -125,3 +125,9 @@ def test_code_streams_put_text_and_codes_side_by_side():
     assert (ids[0, 0, 1:] == 300).all()  # left padding of the code columns
     valid = ids[1, :, 1:]
     assert (valid < 16).all()
+
+
+def test_shrink_audio_keeps_codec_stages_with_one_block_each():
+    out = shrink_audio({"downsampling_ratios": [2, 4, 5], "depths": [3, 3, 3, 8]})
+    assert out == {"downsampling_ratios": [2, 4, 5], "depths": [1, 1, 1, 1]}
+    assert shrink_audio({"depths": [2, 2]}) == {"depths": [2, 2]}  # not a codec: untouched

@@ -39,7 +39,7 @@ from conformance.case_source import CaseSourceHooks, TransformersCases
 from conformance.checks.base import CHECK_IDS, Case, Outcome, one_line, run_check
 from conformance.options import (UsageError, check_backend, check_ids, check_seconds, check_shard, check_writable,
                                   load_expectations, resolve_device, select_models, split)
-from conformance.records import PartsDir, find_record, gated, make_record, peak_memory
+from conformance.records import PartsDir, find_record, gated, make_record, peak_memory, plain_nodeid
 
 CELL_KEY = pytest.StashKey[dict]()
 DEADLINE_KEY = pytest.StashKey[object]()
@@ -334,14 +334,6 @@ def run_cell(check_id: str, case: Case, request) -> None:
 # --------------------------------------------------------------------------- session-level hooks
 
 
-def _model_and_check_from_nodeid(nodeid: str) -> tuple[str, str]:
-    """Fallback when no running note names the cell: `...::test_<check>[<Model>]@group`."""
-    name = nodeid.split("::")[-1].split("@")[0]
-    model = name[name.find("[") + 1:name.rfind("]")] if "[" in name else ""
-    function = name.split("[")[0]
-    return model, function.removeprefix("test_")
-
-
 class RunHooks:
     """The plugin's hooks that need the run's Session (one instance per pytest config)."""
 
@@ -435,6 +427,13 @@ class RunHooks:
 
     # -- crashed workers (pytest-xdist controller)
 
+    @pytest.hookimpl(trylast=True)
+    def pytest_collection_modifyitems(self, session, config, items):
+        if self.session.is_worker and getattr(config.option, "loadgroup", False):
+            from conformance.xdist_sched import restore_group_suffix
+
+            restore_group_suffix(items)  # after xdist's own hook, which no longer works on pytest >= 9.2
+
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config, log):
         if config.getvalue("dist") == "loadgroup":
@@ -449,11 +448,9 @@ class RunHooks:
         state = self.session
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")
         note = isolation.read_note(state.parts.note(worker)) if worker else None
-        if not note or note.get("nodeid") != crashitem:
+        if not note or plain_nodeid(note.get("nodeid", "")) != plain_nodeid(crashitem):
             return None  # not a conformance cell (or it crashed before starting)
-        model, check_id = note.get("model") or "", note.get("check") or ""
-        if not (model and check_id):
-            model, check_id = _model_and_check_from_nodeid(crashitem)
+        model, check_id = note["model"], note["check"]
         dump = state.parts.crash_dump(worker)
         record = find_record(state.parts.records(worker), crashitem)
         if record is None:

@@ -6,7 +6,9 @@ tiny) plus `process`: which process ran it and that process's peak memory
 so far (the envelope's environment reports the maximum). `gated(outcome,
 expectations, model, check)` applies the expectations (gate.judge).
 `find_record(path, nodeid)` is the last record a part file holds for a
-node id (None when the cell never finished there). The files of one run's
+node id (None when the cell never finished there); records hold node ids
+without loadgroup's ``@group`` suffix (`plain_nodeid`), so that
+`pytest <nodeid>` reruns the cell. The files of one run's
 parts directory are named by `PartsDir`.
 """
 
@@ -82,7 +84,7 @@ def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: f
         "reason": reason,
         "seconds": seconds,
         "metrics": metrics,
-        "nodeid": nodeid,
+        "nodeid": plain_nodeid(nodeid),
         "process": {"id": process, "peak_rss_mib": peak_rss_mib()},
     }
     if tiny is not None:
@@ -95,7 +97,7 @@ def find_record(path: Path, nodeid: str) -> dict | None:
         return None
     found = None
     for record in report.read_records([path]):
-        if record.get("nodeid") == nodeid:
+        if record.get("nodeid") == plain_nodeid(nodeid):
             found = record
     return found
 
@@ -110,3 +112,9 @@ def peak_memory(records: list[dict], own: dict[str, float]) -> dict:
             by_process[key] = max(by_process.get(key, 0.0), float(process["peak_rss_mib"]))
     return {"peak_rss_mib": max(by_process.values(), default=0.0),
             "peak_rss_mib_by_process": dict(sorted(by_process.items()))}
+
+
+def plain_nodeid(nodeid: str) -> str:
+    """`nodeid` without a loadgroup ``@group`` suffix."""
+    at = nodeid.rfind("@")
+    return nodeid[:at] if at > nodeid.rfind("]") and at > nodeid.rfind("::") else nodeid

@@ -12,11 +12,35 @@ Contract of `CrashTolerantGroupScheduling`: the crashed test is reported
 once (by the controller, as xdist does) and never rerun; only groups with
 tests left are requeued; a worker is never left holding exactly one pending
 item while more work or a shutdown could be sent.
+
+loadgroup tells the controller each test's group by appending ``@group`` to
+its node id on the worker. From pytest 9.2 on, node ids are structured and
+xdist's append no longer takes effect, so no test is grouped (pytest-xdist
+issue 1386). `restore_group_suffix(items)`, run on a worker after xdist's
+own hook, appends it where it is missing (records.plain_nodeid removes it
+again, for records and for `pytest <nodeid>`).
 """
 
 from __future__ import annotations
 
 from xdist.scheduler.loadgroup import LoadGroupScheduling
+
+
+def group_of(item) -> str | None:
+    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                    for m in item.iter_markers("xdist_group")})
+    return "_".join(names) if names else None
+
+
+def restore_group_suffix(items) -> None:
+    """Give each item with an xdist_group mark the ``@group`` node id suffix loadgroup schedules by."""
+    for item in items:
+        group = group_of(item)
+        if group is None or item.nodeid.endswith(f"@{group}"):
+            continue
+        structured = getattr(item, "_id", None)
+        if structured is not None and hasattr(type(structured), "parse"):
+            item._id = type(structured).parse(f"{item.nodeid}@{group}")
 
 
 class CrashTolerantGroupScheduling(LoadGroupScheduling):

@@ -8,6 +8,7 @@ process; they take a few seconds each plus pytest's start-up.
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import pytest
 
 from conformance import isolation, report
 from conformance.meta.fake_cases import TESTS, conftest
-from conformance.records import PartsDir, find_record, peak_memory
+from conformance.records import PartsDir, find_record, peak_memory, plain_nodeid
 
 # --------------------------------------------------------------------------- Deadline
 
@@ -178,6 +179,16 @@ def test_peak_memory_is_the_maximum_over_processes():
         "peak_rss_mib": 1200.0, "peak_rss_mib_by_process": {"gw0": 950.5, "gw1": 1200.0, "main": 300.0}}
 
 
+@pytest.mark.parametrize("nodeid, plain", [
+    ("t.py::test_build[Llava]@Llava", "t.py::test_build[Llava]"),
+    ("t.py::test_x@group", "t.py::test_x"),
+    ("t.py::test_build[a@b]", "t.py::test_build[a@b]"),
+    ("d@x/t.py::test_y", "d@x/t.py::test_y"),
+])
+def test_plain_nodeid_drops_only_a_loadgroup_suffix(nodeid, plain):
+    assert plain_nodeid(nodeid) == plain
+
+
 def test_peak_rss_of_this_process_is_plausible():
     assert 10 < isolation.peak_rss_mib() < 1024 * 1024
 
@@ -280,7 +291,7 @@ EXPECTED_CRASH = '[[cell]]\nmodel = "AbortsForConditionalGeneration"\ncheck = "c
 
 def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_project):
     """-n 2 --dist loadgroup: one envelope with every worker's cells, also in pytest-json-report's file."""
-    process = fake_project("-n", "2", "--dist", "loadgroup", "--cell-timeout", LIMIT, "--cell-timeout-grace", GRACE,
+    process = fake_project("-n", "2", "--dist", "loadgroup", "-v", "--cell-timeout", LIMIT, "--cell-timeout-grace", GRACE,
                            "--json-report", "--json-report-file", "report.json", expectations=EXPECTED_CRASH)
     output, _ = process.communicate(timeout=600)
     assert process.returncode == pytest.ExitCode.TESTS_FAILED, output
@@ -316,6 +327,10 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
     assert json.loads((fake_project.path / "report.json").read_text())["conformance"]["models"] == envelope["models"]
     assert not (fake_project.path / "reports/latest/matrix.json.parts").exists()
     assert "maximum crashed workers" not in output
+    for model in ("OkForConditionalGeneration", "RaisesForConditionalGeneration"):  # one worker builds each class
+        workers = set(re.findall(rf"^\[(gw\d+)\] .*\[{model}\]@{model}", output, re.M))
+        assert len(workers) == 1, output
+    assert all("@" not in cell["nodeid"] for cell in cells.values())  # `pytest <nodeid>` reruns a cell
 
 
 def test_without_xdist_a_soft_timeout_goes_on_and_a_hard_one_ends_the_run_with_the_envelope(fake_project):

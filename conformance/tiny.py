@@ -28,6 +28,7 @@ instance to compile and another for the eager reference.
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from dataclasses import dataclass
@@ -161,6 +162,18 @@ def _cut_layer_list(values: list, n: int) -> list:
     return picked + [picked[-1]] * (n - len(picked))
 
 
+def _layer_refs(refs: list[int]) -> list[int]:
+    """Feature-layer references into a `LAYERS`-deep encoder, distinct ones kept distinct.
+
+    Negative refs count from the end (-1 the last); positive ones are ranked
+    from the deepest down to index `LAYERS - 1`, so they index a layer whether
+    the model counts layers or hidden states (embeddings + layers).
+    """
+    positive = sorted({v for v in refs if v >= 0}, reverse=True)
+    rank = {v: min(v, max(0, LAYERS - 1 - i)) for i, v in enumerate(positive)}
+    return [max(v, -(LAYERS + 1)) if v < 0 else rank[v] for v in refs]
+
+
 class _Shrinker:
     def __init__(self, tree: dict) -> None:
         self.widths: set[int] = set()
@@ -211,8 +224,8 @@ class _Shrinker:
                 return [1] * len(value)  # same stage count (same down-sampling), one width
             if key in INTERMEDIATE_KEYS and all(isinstance(v, int) for v in value):
                 return [INTERMEDIATE] * len(value)
-            if key == "vision_feature_layer":
-                return [self._layer_ref(v) for v in value]
+            if key == "vision_feature_layer" and all(isinstance(v, int) for v in value):
+                return _layer_refs(value)
             if TOKEN_ID.search(key) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
                 return [self.id_map.get(v, v) for v in value]
             if key == "image_grid_pinpoints" and all(isinstance(v, list) for v in value):
@@ -245,7 +258,7 @@ class _Shrinker:
         return out
 
     def _layer_ref(self, v: int) -> int:
-        return max(v, -(LAYERS + 1)) if v < 0 else min(v, LAYERS)
+        return _layer_refs([v])[0]
 
     def _int(self, key: str, value: int, node: dict, old_heads: int | None) -> int:
         if key in VOCAB_KEYS:
@@ -263,7 +276,7 @@ class _Shrinker:
                 return HEADS
             return 1 if value == 1 else min(value, HEADS // 2)
         if key in MLA_KEYS:
-            return MLA_KEYS[key]
+            return MLA_KEYS[key] if value else 0  # a zero part (NoPE heads) stays zero
         if key.endswith("head_dim"):
             return HEAD_DIM
         if key in EXPERT_KEYS:
@@ -296,7 +309,7 @@ class _Shrinker:
         return value
 
     def _rope(self, rope: dict) -> dict:
-        return dict(rope)  # mrope sections are fitted by `_fix_mrope` once head dims are known
+        return copy.deepcopy(rope)  # mrope sections are fitted by `_fix_mrope` once head dims are known
 
 
 def _fix_head_dims(old: dict, out: dict) -> None:
@@ -329,13 +342,39 @@ def _declares_mrope(node: dict) -> bool:
     return "mrope_section" in (getattr(cls, "ignore_keys_at_rope_validation", None) or ())
 
 
+def _rope_by_layer_type(out: dict) -> dict[str, dict] | None:
+    """The per-layer-type rope dicts of a config that keys `rope_parameters` by
+    its `layer_types` (None for a flat rope dict). A declared-mrope config whose
+    standardized default rope dict is empty keys it by layer type (a flat one
+    would have been given a rope_type): each layer type gets a default rope."""
+    rope, layer_types = out.get("rope_parameters"), out.get("layer_types")
+    if not isinstance(rope, dict) or not isinstance(layer_types, list) or not layer_types:
+        return None
+    if rope and set(rope) <= set(layer_types) and all(isinstance(v, dict) or v is None for v in rope.values()):
+        return {k: v for k, v in rope.items() if isinstance(v, dict)}
+    if not rope and _declares_mrope(out):
+        for layer_type in dict.fromkeys(layer_types):
+            rope[layer_type] = {"rope_type": "default", "rope_theta": 10000.0}
+        return rope
+    return None
+
+
 def _fix_mrope(out: dict) -> None:
     """`mrope_section` sums to half the rotary dim (head_dim x partial rotary factor,
     or the MLA rope part), keeping its ratios; configs that take sections but leave
-    them to a code default get explicit ones (the common 2:3:3 t/h/w split)."""
-    rope = out.get("rope_parameters")
-    if not isinstance(rope, dict):
+    them to a code default get explicit ones (the common 2:3:3 t/h/w split).
+    Rope dicts keyed by layer type are fixed one by one."""
+    by_type = _rope_by_layer_type(out)
+    if by_type is not None:
+        for rope in by_type.values():
+            _fix_mrope_dict(out, rope)
         return
+    rope = out.get("rope_parameters")
+    if isinstance(rope, dict):
+        _fix_mrope_dict(out, rope)
+
+
+def _fix_mrope_dict(out: dict, rope: dict) -> None:
     sections = rope.get("mrope_section")
     if not isinstance(sections, list):
         if not _declares_mrope(out):

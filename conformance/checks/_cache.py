@@ -5,7 +5,8 @@ transformers takes a cache in `forward` (``cache`` in newer 5.x, where
 ``past_key_values`` is a deprecated alias; ``past_key_values`` before);
 `static_cache(model, max_len)` builds the StaticCache `generate` would build
 for `cache_implementation="static"` (decoder text config), across the
-StaticCache signatures of 4.57 and 5.x; `greedy(new_tokens)` is the
+StaticCache signatures of 4.57 and 5.x; `generate_inputs` is a forward
+sample as generate takes it; `greedy(new_tokens)` is the
 generate kwargs of a deterministic run of exactly `new_tokens` tokens
 (EOS cannot stop it early; generate's own auto-compile is off, so a cache
 check never silently becomes a compile check).
@@ -75,3 +76,13 @@ def greedy(new_tokens: int) -> dict:
     """generate kwargs: greedy, exactly `new_tokens` new tokens, no auto-compile."""
     return {"do_sample": False, "num_beams": 1, "max_new_tokens": new_tokens, "min_new_tokens": new_tokens,
             "disable_compile": True}
+
+
+def generate_inputs(model: torch.nn.Module, inputs: dict) -> dict:
+    """A forward sample as generate takes it: decoder-side inputs only where the language model is
+    encoder-decoder (generate rejects `decoder_input_ids` a decoder-only forward merely ignores)."""
+    encoder_decoder = getattr(model.config, "is_encoder_decoder", False) or getattr(
+        text_config(model), "is_encoder_decoder", False)
+    if encoder_decoder:
+        return inputs
+    return {k: v for k, v in inputs.items() if not k.startswith("decoder_")}

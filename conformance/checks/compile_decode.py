@@ -2,7 +2,8 @@
 
 Contract: greedy `generate` on the case's multimodal prefill with a
 `StaticCache` (the one generate would build, `_cache.static_cache`) and a
-`CompileConfig(fullgraph=True, backend=case.backend, dynamic=False)` — the
+`CompileConfig(fullgraph=True, backend=case.backend)` (generate's default
+dynamic-shape setting) — the
 way users get compiled decoding — runs an eager prefill and `DECODE_STEPS`
 one-token decode steps through the compiled forward, with exactly the cache
 and position inputs generate passes (grown attention mask, position ids,
@@ -33,7 +34,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
-from conformance.checks._cache import cache_kwarg, greedy, static_cache
+from conformance.checks._cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks._dynamo import DynamoWatch, break_reason
 from conformance.checks.base import Case, ContractViolation, NotApplicable, check, logits_of, max_abs_diff
 
@@ -130,7 +131,7 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
 def _compile_config(backend: str):
     from transformers.generation.configuration_utils import CompileConfig
 
-    config = CompileConfig(fullgraph=True, dynamic=False, backend=backend, mode=None)
+    config = CompileConfig(fullgraph=True, backend=backend, mode=None)  # dynamic: generate's default
     config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise
     return config
 
@@ -153,6 +154,7 @@ def check_compile_decode(case: Case) -> dict:
     reference = case.fresh_model()
     if not hasattr(reference, "generate"):
         raise NotApplicable("the model has no generate()")
+    inputs = generate_inputs(reference, inputs)
     recorder = ForwardRecorder(reference)
     try:
         with torch.no_grad():

@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from conformance.checks._cache import greedy, has_kv_cache
+from conformance.checks._cache import generate_inputs, greedy, has_kv_cache
 from conformance.checks.base import Case, ContractViolation, NotApplicable, check
 
 NEW_TOKENS = 10
@@ -94,5 +94,5 @@ def check_static_cache(case: Case) -> dict:
     if not uses_kv_cache(first):
         raise NotApplicable("the model takes no KV cache")
     models = iter([first])
-    return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(), case.inputs(), NEW_TOKENS,
-                                  case.tol())
+    return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
+                                  generate_inputs(first, case.inputs()), NEW_TOKENS, case.tol())

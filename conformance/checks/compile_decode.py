@@ -184,8 +184,10 @@ def check_compile_decode(case: Case) -> dict:
         except Exception as exc:
             metrics["compile_seconds"] = watch.compile_seconds
             _judge_recompiles(watch, metrics)
-            metrics["graph_breaks"] = max(1, len(watch.graph_breaks))
-            raise ContractViolation(f"compiled decode failed: {break_reason(exc)}", metrics) from exc
+            traced = getattr(exc, "real_stack", None) is not None  # raised while dynamo traced
+            metrics["graph_breaks"] = max(int(traced), len(watch.graph_breaks))
+            raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {break_reason(exc)}",
+                                    metrics) from exc
         metrics["compile_seconds"] = watch.compile_seconds
         _judge_compilation(watch, metrics)
 

@@ -89,7 +89,7 @@ class SampleContext:
 
     @property
     def text_config(self):
-        return self.tiny.config.get_text_config()
+        return decoder_text_config(self.tiny.config)
 
     @property
     def forward_params(self) -> set[str]:
@@ -119,9 +119,30 @@ def special_ids(config) -> set[int]:
     return ids
 
 
+def decoder_text_config(config):
+    """The text config that owns the token vocabulary.
+
+    `get_text_config(decoder=True)` where the installed version has it (it
+    resolves configs with several text sub-configs, e.g. Musicgen); else the
+    first config in the tree with a `vocab_size`.
+    """
+    text = None
+    for kwargs in ({"decoder": True}, {}):
+        try:
+            text = config.get_text_config(**kwargs)
+            break
+        except (TypeError, ValueError):  # no `decoder` kwarg (4.x), or ambiguous
+            continue
+    if text is not None and getattr(text, "vocab_size", None):
+        return text
+    subs = [v for v in vars(config).values() if hasattr(v, "to_dict") and getattr(v, "vocab_size", None)]
+    named = [v for k, v in vars(config).items() if k == "decoder" and v in subs]
+    return (named or subs or [text or config])[0]
+
+
 def text_tokens(config, count: int, gen: torch.Generator) -> list[int]:
     """`count` ordinary token ids: inside the vocabulary, never a special id."""
-    vocab = config.get_text_config().vocab_size
+    vocab = decoder_text_config(config).vocab_size
     reserved = special_ids(config)
     pool = [t for t in range(3, min(vocab, 200)) if t not in reserved]
     picks = torch.randint(0, len(pool), (count,), generator=gen).tolist()
@@ -129,7 +150,7 @@ def text_tokens(config, count: int, gen: torch.Generator) -> list[int]:
 
 
 def pad_id(config) -> int:
-    for cfg in (config, config.get_text_config()):
+    for cfg in (config, decoder_text_config(config)):
         value = getattr(cfg, "pad_token_id", None)
         if isinstance(value, int) and value >= 0:
             return value

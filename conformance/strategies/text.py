@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.samples import BATCH, Sample, left_pad, pad_id, text_tokens
+from conformance.samples import BATCH, Sample, decoder_text_config, left_pad, pad_id, text_tokens
 from conformance.strategies import register
 
 DECODER_START = 2  # decoder tokens given to an encoder-decoder prefill
@@ -15,7 +15,7 @@ def decoder_inputs(ctx, gen: torch.Generator) -> dict[str, torch.Tensor]:
     config = ctx.config
     start = getattr(config, "decoder_start_token_id", None)
     if start is None:
-        start = getattr(config.get_text_config(), "decoder_start_token_id", None)
+        start = getattr(decoder_text_config(config), "decoder_start_token_id", None)
     if start is None:
         start = pad_id(config)
     rows = [[start] + text_tokens(config, DECODER_START, gen) for _ in range(BATCH)]

@@ -20,7 +20,17 @@ Loaded by the root conftest.py. Contract:
   key ``conformance`` of pytest-json-report's file when it is active; after
   a kill -9, `conformance merge --parts DIR -o OUT.json` rebuilds it;
 * bad options and input files end the run before anything runs or is
-  written, with one line naming the option or file and the fix.
+  written, with one line naming the option or file and the fix;
+* every cell starts with Python's and numpy's generators seeded (torch's
+  is seeded by run_check); each process's peak RSS goes into the
+  envelope's environment (`peak_rss_mib`, `peak_rss_mib_by_process`);
+* under pytest-xdist, ``--dist loadgroup`` uses a scheduler that survives
+  crashed workers (conformance.xdist_sched), and the worker restart limit
+  defaults to MAX_WORKER_RESTARTS; a test module that fails to import is a
+  collection error that does not stop the other modules.
+
+A conftest may provide the models through `pytest_conformance_case_source`
+(the harness's own tests run the plugin on fake classes that way).
 """
 
 from __future__ import annotations

@@ -113,6 +113,8 @@ class Session:
         self.device = ""
         self._selected: list[str] | None = None
         self._built: tuple[str, object] | None = None
+        self.building: str | None = None  # the class being built right now (read by the watchdog)
+        self.note_active = False  # a cell of this process is running and has a note
         self._dump_file = None
         self.envelope: dict | None = None
         # The terminal, for a message from the watchdog thread while pytest captures fd 2 (not yet at configure).
@@ -148,25 +150,55 @@ class Session:
     # -- building
 
     def case_for(self, name: str) -> Case:
-        """The built case of class `name`; built once, the previous one freed."""
+        """The built case of class `name`; built once, the previous one freed.
+
+        A build that ended an earlier process (crash, hang past the hard
+        limit) is not tried again: its cells fail the same way at once.
+        """
         if not (self._built and self._built[0] == name):
             self._built = None
             gc.collect()
+            self.building = name
+            self.mark_note(building=True)
             try:
+                earlier = self._earlier_build_failure(name)
+                if earlier is not None:
+                    raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
             except isolation.CellTimeout as exc:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
                 raise
+            except BuildError as exc:
+                value = exc
             except Exception as exc:
                 value = BuildError(one_line(exc))
+            finally:
+                self.building = None
+                self.mark_note(building=False)
             self._built = (name, value)
         value = self._built[1]
         if isinstance(value, Exception):
             raise value
         return value
 
+    def _earlier_build_failure(self, name: str) -> BuildError | None:
+        failure = self.parts.build_failures().get(name)
+        if failure is None:
+            return None
+        if failure["verdict"] == "timeout":
+            return BuildTimedOut(f"building the tiny model and inputs {failure['reason']} "
+                                 "(in an earlier cell of this class)")
+        return BuildError(f"{failure['reason']} (in an earlier cell of this class)")
+
     # -- files
+
+    def mark_note(self, **fields) -> None:
+        """Update the running note of the current cell (no cell running: nothing to do)."""
+        path = self.parts.note(self.worker)
+        note = isolation.read_note(path) if self.note_active else None
+        if note is not None:
+            isolation.write_note(path, {**note, **fields})
 
     @property
     def part_file(self) -> Path:
@@ -189,7 +221,7 @@ class Session:
 
     def write_envelope(self) -> dict | None:
         """Merge every part file into the envelope at --matrix-out; None when no cell finished."""
-        records = report.read_records(self.parts.part_files())
+        records = [r for r in report.read_records(self.parts.part_files()) if {"model", "check", "verdict"} <= set(r)]
         if not records:
             return None
         models = sorted({r["model"] for r in records})
@@ -389,11 +421,13 @@ class RunHooks:
                              {"nodeid": item.nodeid, "model": model, "check": check_id, "pid": os.getpid(),
                               "started": time.time(), "deadline": time.time() + state.cell_timeout})
         item.stash[DEADLINE_KEY] = deadline
+        state.note_active = True
         deadline.start()
         try:
             result = yield
         finally:
             deadline.stop()
+            state.note_active = False
         if CELL_KEY not in item.stash:
             self._unfinished(item, model, check_id)
         return result
@@ -424,6 +458,8 @@ class RunHooks:
         outcome = Outcome("timeout", reason, {"seconds": round(deadline.elapsed, 3)})
         verdict, _ = gated("timeout", state.expectations, model, check_id)
         state.write(item.nodeid, model, check_id, outcome, verdict)
+        if state.building == model:
+            state.parts.add_build_failure(model, "timeout", reason)
         message = f"\nconformance: {item.nodeid}: {reason}.\n"
         if not state.is_worker:
             try:
@@ -469,6 +505,9 @@ class RunHooks:
                                   f"worker {worker} ended ({isolation.crash_summary(dump)})")
             else:
                 outcome = Outcome("error", f"worker crashed: {isolation.crash_summary(dump)}")
+            if note.get("building"):
+                state.parts.add_build_failure(model, outcome.verdict, outcome.reason)
+                outcome.reason = f"building the tiny model and inputs: {outcome.reason}"
             outcome.metrics["seconds"] = round(time.time() - note.get("started", time.time()), 3)
             verdict, _ = gated(outcome.verdict, state.expectations, model, check_id)
             record = state.write(crashitem, model, check_id, outcome, verdict)

@@ -43,6 +43,18 @@ class PartsDir:
         return self.path / f"{process}.crash.txt"
 
     @property
+    def build_failures_file(self) -> Path:
+        return self.path / "build_failures.ndjson"
+
+    def add_build_failure(self, model: str, verdict: str, reason: str) -> None:
+        """A build that ended its process: later cells of `model` (any process) fail at once with it."""
+        report.write_record(self.build_failures_file, {"model": model, "verdict": verdict, "reason": reason})
+
+    def build_failures(self) -> dict[str, dict]:
+        path = self.build_failures_file
+        return {r["model"]: r for r in report.read_records([path]) if "model" in r} if path.exists() else {}
+
+    @property
     def environment(self) -> Path:
         return self.path / report.PARTS_ENVIRONMENT
 
@@ -54,8 +66,7 @@ class PartsDir:
         if not self.path.is_dir():
             return []
         files = [p for p in self.path.iterdir() if p.is_file() and p.name.endswith(PROCESS_FILE_SUFFIXES)]
-        if self.environment.exists():
-            files.append(self.environment)
+        files += [p for p in (self.environment, self.build_failures_file) if p.exists()]
         return sorted(files)
 
     def clear(self) -> int:

@@ -6,12 +6,15 @@ crashed on (so the replacement worker runs it again and crashes again, until
 --max-worker-restart ends the run) and the groups it had finished (sent
 later as empty work, on which the session hangs forever). And a worker only
 runs an item once it knows the next one, so a replacement given a single
-item waits forever (pytest-xdist issues 1323, 1327, 1378; PR 1371).
+item waits forever; and a replacement still collecting when another worker
+dies is given work it cannot name, a KeyError that ends the run
+(pytest-xdist issues 1189, 1323, 1327, 1378; PR 1371).
 
 Contract of `CrashTolerantGroupScheduling`: the crashed test is reported
 once (by the controller, as xdist does) and never rerun; only groups with
 tests left are requeued; a worker is never left holding exactly one pending
-item while more work or a shutdown could be sent.
+item while more work or a shutdown could be sent; a worker gets work only
+once its collection is in.
 
 loadgroup tells the controller each test's group by appending ``@group`` to
 its node id on the worker. From pytest 9.2 on, node ids are structured and
@@ -60,9 +63,9 @@ class CrashTolerantGroupScheduling(LoadGroupScheduling):
         return crashitem
 
     def _reschedule(self, node) -> None:
-        super()._reschedule(node)
-        if node not in self.registered_collections:  # still collecting: scheduled when it is done
+        if node not in self.registered_collections:  # a replacement still collecting: scheduled when done
             return
+        super()._reschedule(node)
         # A worker starts an item only when it has the next one or a shutdown.
         while not node.shutting_down and self._pending_of(self.assigned_work[node]) < 2:
             if not self.workqueue:

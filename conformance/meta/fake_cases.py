@@ -10,6 +10,7 @@ the process (the last ones only in a subprocess run).
 
 FAKE_CLASSES = {
     "AbortsForConditionalGeneration": "os.abort() in the check: the process dies",
+    "BuildAbortsForConditionalGeneration": "os.abort() while building the tiny model",
     "BuildFailsForConditionalGeneration": "the tiny model cannot be built",
     "FixtureErrorsForConditionalGeneration": "a fixture of the test raises",
     "OkForConditionalGeneration": "passes",
@@ -43,6 +44,8 @@ class FakeCases:
 
         if name.startswith("BuildFails"):
             raise RuntimeError("no tiny config for this fake")
+        if name.startswith("BuildAborts"):
+            os.abort()
         return Case(info=SimpleNamespace(name=name), tiny=SimpleNamespace(source="fake"),
                     sample=SimpleNamespace(strategy="fake"))
 

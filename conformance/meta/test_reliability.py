@@ -235,10 +235,13 @@ def test_crashed_test_is_not_rerun_and_finished_groups_are_not_requeued(pytester
     assert [collection[i] for i in replacement.sent] == ["t.py::test[a3]@A"]  # not a2 again
     assert replacement.shutting_down  # one item and nothing else to send: it must not wait for a second one
 
+    collecting = FakeNode()  # a replacement that has not sent its collection yet gets nothing
+    sched.add_node(collecting)
     for index in (3, 4):  # B done, then the second worker dies running c1
         sched.mark_test_complete(second, index)
     assert sched.remove_node(second) == "t.py::test[c1]@C"
     assert not sched.workqueue  # neither the finished group B nor the crashed-only group C is sent again
+    assert collecting.sent == []
 
 
 # --------------------------------------------------------------------------- end to end, in a subprocess
@@ -300,6 +303,8 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
     assert _verdicts(envelope) == {
         ("AbortsForConditionalGeneration", "build"): p,
         ("AbortsForConditionalGeneration", "compile_prefill"): "xfail",  # crashed, and listed as known
+        ("BuildAbortsForConditionalGeneration", "build"): e,  # the worker crashed while building
+        ("BuildAbortsForConditionalGeneration", "compile_prefill"): e,  # not built again: no second crash
         ("BuildFailsForConditionalGeneration", "build"): e,
         ("BuildFailsForConditionalGeneration", "compile_prefill"): e,
         ("FixtureErrorsForConditionalGeneration", "build"): p,
@@ -319,6 +324,11 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
     assert cells[("AbortsForConditionalGeneration", "compile_prefill")]["reason"].startswith(
         "worker crashed: Fatal Python error: Aborted (in conftest.py:")
     assert "was ended" in cells[("SwallowsForConditionalGeneration", "compile_prefill")]["reason"]
+    crashed_build = "building the tiny model and inputs: worker crashed: Fatal Python error: Aborted"
+    assert cells[("BuildAbortsForConditionalGeneration", "build")]["reason"].startswith(crashed_build)
+    assert cells[("BuildAbortsForConditionalGeneration", "compile_prefill")]["reason"].endswith(
+        "(in an earlier cell of this class)")
+    assert output.count("replacing crashed worker") == 3  # Aborts, BuildAborts (once), Swallows
     assert "harness error in setup: RuntimeError: fixture exploded" in \
         cells[("FixtureErrorsForConditionalGeneration", "compile_prefill")]["reason"]
     workers = [k for k in envelope["environment"]["peak_rss_mib_by_process"] if k.startswith("gw")]

@@ -99,8 +99,9 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
 
     A sequence-aligned input is the concatenation of its per-call slices; an
     input that already spans the whole sequence in the last call (the 2D
-    attention mask) is taken from there; anything else (pixels, encoder
-    outputs) is the prefill's. A prefill given as embeddings is continued
+    attention mask) is taken from there; a per-token integer marker only the
+    prefill carries is extended with zeros (decoded tokens are text);
+    anything else (pixels, encoder outputs) is the prefill's. A prefill given as embeddings is continued
     with the decoder's own input embeddings of the decoded tokens.
     """
     lengths = [_sequence_length(c) for c in calls]
@@ -122,6 +123,9 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
             full[key] = torch.cat([value, *later], dim=1)
         elif all(isinstance(c.get(key), torch.Tensor) and c[key].shape[-1] == n for c, n in zip(calls, lengths)):
             full[key] = torch.cat([c[key] for c in calls], dim=-1)
+        elif value.shape[-1] == lengths[0] and not value.is_floating_point() and all(key not in c for c in calls[1:]):
+            # A per-token marker only the prefill carries (e.g. where media embeddings go): decoded tokens are text.
+            full[key] = torch.cat([value, value.new_zeros(*value.shape[:-1], total - lengths[0])], dim=-1)
     if "inputs_embeds" in full and full.get("input_ids") is None:
         full.pop("input_ids", None)
     full["use_cache"] = False

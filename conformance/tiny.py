@@ -87,14 +87,26 @@ CODEBOOK_ENTRIES = 64
 FILTERS = 4
 MLA_KEYS = {"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": HEAD_DIM,
             "kv_lora_rank": 32, "q_lora_rank": 32}
-VOCAB_KEYS = {"vocab_size", "text_vocab_size"}
+VOCAB_KEYS = {"vocab_size", "text_vocab_size", "unpadded_vocab_size"}
+# Per-stage lists of hierarchical encoders (DaViT, SAM necks, conv stages): every stage
+# `WIDTH` wide, at most `HEADS` heads/groups and `LAYERS` blocks.
+STAGE_WIDTH_LISTS = re.compile(r"^(hidden_sizes|embed_dims?|dims|widths|hidden_dims|\w*_channels)$")
+STAGE_HEAD_LISTS = HEAD_KEYS | {"num_groups"}
+STAGE_DEPTH_LISTS = {"depths", "depth"}
+# Conv channel counts wider than `WIDTH` (necks, projections, post-convs); input/RGB
+# channels are never that wide, and all such convs then agree on one width.
+CHANNEL_WIDTH = re.compile(r"^(?!num_).*channels$")
 # Sizes that look like widths by name but never are.
 NOT_A_WIDTH = re.compile(
     r"position|vocab|image_size|patch|window|length|num_|token|_id|rate|mel|chunk|frame|bin|stride|"
     r"kernel|max_|seq|bucket|codebook|grid|pinpoint|resolution|crop|shortest|longest|pixels|layers"
 )
 # Any large size named like a width is one (projector/out widths not equal to a model width).
-WIDE_KEY = re.compile(r"hidden_size|hidden_dim|embed_dim|d_model|_width$|proj_dim|projection_dim|out_dim")
+WIDE_KEY = re.compile(r"hidden_size|hidden_dim|embed_dim|d_model|_width$|proj_dim|projection_dim|out_dim|"
+                      r"_(input|output)_dim$|^projector_\w*dim$")
+# Patch-merge factors: m x m patches become one token of m*m times the width.
+MERGE_KEYS = {"merge_size", "spatial_merge_size"}
+SHUFFLE_RATIO_KEYS = {"pixel_shuffle_ratio"}
 LARGE_WIDTH = 256
 TOKEN_ID = re.compile(r"(_token_id|_token_index|_token_ids|_id)$|^(bos|eos|pad|sep|cls|unk|mask)_")
 UNSET_PLACEHOLDER_KEYS = ("image_token_index", "image_token_id", "video_token_index", "video_token_id")
@@ -162,6 +174,33 @@ def _cut_layer_list(values: list, n: int) -> list:
     return picked + [picked[-1]] * (n - len(picked))
 
 
+def _shrink_stage_list(key: str, value: list) -> list:
+    """Per-stage widths, heads and depths of a hierarchical encoder, made tiny (same stage count)."""
+    if not value or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return value
+    if STAGE_WIDTH_LISTS.search(key) and key != "num_channels":
+        return [WIDTH if v > WIDTH else v for v in value]
+    if key in STAGE_HEAD_LISTS:
+        return [min(v, HEADS) for v in value]
+    if key in STAGE_DEPTH_LISTS:
+        return [min(v, LAYERS) for v in value]
+    return value
+
+
+def _shuffle_factors(tree: Any) -> set[int]:
+    """Merge factors 1/r of pixel-shuffle ratios r (0.5 -> 2) anywhere in `tree`."""
+    found: set[int] = set()
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            if key in SHUFFLE_RATIO_KEYS and isinstance(value, float) and 0 < value < 1 and (1 / value).is_integer():
+                found.add(int(1 / value))
+            found |= _shuffle_factors(value)
+    elif isinstance(tree, list):
+        for item in tree:
+            found |= _shuffle_factors(item)
+    return found
+
+
 def _layer_refs(refs: list[int]) -> list[int]:
     """Feature-layer references into a `LAYERS`-deep encoder, distinct ones kept distinct.
 
@@ -180,6 +219,11 @@ class _Shrinker:
         self.intermediates: set[int] = set()
         _collect(tree, WIDTH_KEYS, self.widths)
         _collect(tree, INTERMEDIATE_KEYS, self.intermediates)
+        merges: set[int] = set()
+        _collect(tree, MERGE_KEYS, merges)
+        merges.update(_shuffle_factors(tree))
+        # a width that is m*m times a model width is a merged-patch width: it stays m*m times WIDTH
+        self.merged = {w * m * m: m for w in self.widths for m in merges if m > 1}
         ids: set[int] = set()
         _collect_ids(tree, ids)
         # Large special ids go to the top of the small vocabulary, in order;
@@ -216,6 +260,7 @@ class _Shrinker:
                 return self._per_layer(value, old_layers)
             return self.shrink(value)
         if isinstance(value, list):
+            value = _shrink_stage_list(key, value)
             if old_layers and len(value) == old_layers and key not in ("mrope_section",) and not LAYER_INDEX_LIST.search(key):
                 return _cut_layer_list(value, LAYERS)
             if LAYER_INDEX_LIST.search(key) and old_layers and all(isinstance(v, int) for v in value):
@@ -289,6 +334,8 @@ class _Shrinker:
             return min(value, CODEBOOK_ENTRIES)
         if key in BASE_CHANNEL_KEYS:
             return WIDTH
+        if CHANNEL_WIDTH.search(key) and value > WIDTH:
+            return WIDTH
         if key == "num_filters":
             return min(value, FILTERS)
         if key in INTERMEDIATE_KEYS or key.endswith("intermediate_size") or (
@@ -298,8 +345,11 @@ class _Shrinker:
             return IMAGE_SIZE
         if key == "patch_size":
             return PATCH if value > PATCH else value
-        if key.endswith("_dim") and value in {node.get(k) for k in WIDTH_KEYS}:
+        if key.endswith("_dim") and value in {node.get(k) for k in WIDTH_KEYS if isinstance(node.get(k), int)}:
             return WIDTH  # a dim its own config ties to its width (a quantizer without projections)
+        if key not in WIDTH_KEYS and value in self.merged and value not in self.widths and not NOT_A_WIDTH.search(key) and (
+                WIDE_KEY.search(key) or re.search(r"hidden|dim", key)):
+            return WIDTH * self.merged[value] ** 2
         if key in WIDTH_KEYS or (value in self.widths and not NOT_A_WIDTH.search(key)
                                  and re.search(r"hidden|dim|embed|size|d_model|width|channels", key)):
             return WIDTH

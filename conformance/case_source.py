@@ -20,6 +20,33 @@ from __future__ import annotations
 import pytest
 
 
+def build_case(info, device, dtype, backend: str):
+    """Stage build for one class: tiny config -> model -> sample -> a checked Case.
+
+    Raises when the tiny model or its inputs cannot be made, including when
+    the eager prefill over the sample fails: inputs the model rejects are a
+    gap of this suite (`error`), not a finding about the model.
+    """
+    import torch
+
+    from conformance.checks.base import Case, one_line
+    from conformance.samples import make_sample
+    from conformance.tiny import new_model, tiny_config
+
+    tiny = tiny_config(info)
+    with torch.no_grad():
+        model = new_model(tiny)
+        sample = make_sample(tiny, model)
+        try:
+            model(**sample.inputs)
+        except Exception as exc:
+            raise RuntimeError(f"eager prefill over the sample fails: {one_line(exc)}") from exc
+    del model
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    return Case(info=info, tiny=tiny, sample=sample, device=torch.device(device), dtype=dtype, backend=backend)
+
+
 class CaseSourceHooks:
     """Hook specifications the plugin adds to pytest."""
 
@@ -42,20 +69,9 @@ class TransformersCases:
         return [info.name for info in discover()]
 
     def build(self, name: str, device, dtype, backend: str):
-        import torch
-
-        from conformance.checks.base import Case
         from conformance.discover import by_name
-        from conformance.samples import make_sample
-        from conformance.tiny import new_model, tiny_config
 
-        info = by_name()[name]
-        tiny = tiny_config(info)
-        with torch.no_grad():
-            model = new_model(tiny)
-            sample = make_sample(tiny, model)
-        del model
-        return Case(info=info, tiny=tiny, sample=sample, device=torch.device(device), dtype=dtype, backend=backend)
+        return build_case(by_name()[name], device, dtype, backend)
 
     def rows(self, names) -> dict[str, dict]:
         from conformance import report

@@ -94,19 +94,9 @@ def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str)
 
 def build_case(info, device: str, dtype: str, backend: str):
     """The case the plugin would build for `info` (exceptions propagate)."""
-    import torch
+    from conformance.case_source import build_case as build
 
-    from conformance.checks.base import Case
-    from conformance.samples import make_sample
-    from conformance.tiny import new_model, tiny_config
-
-    tiny = tiny_config(info)
-    with torch.no_grad():
-        model = new_model(tiny)
-        sample = make_sample(tiny, model)
-    del model
-    return Case(info=info, tiny=tiny, sample=sample, device=torch.device(device),
-                dtype=getattr(torch, dtype), backend=backend)
+    return build(info, device, dtype, backend)
 
 
 def _expectation(model: str, check_id: str):

@@ -220,9 +220,13 @@ class Session:
         return record
 
     def write_envelope(self) -> dict | None:
-        """Merge every part file into the envelope at --matrix-out; None when no cell finished."""
+        """Merge every part file into the envelope at --matrix-out.
+
+        None when no cell finished, except with --shard: an empty shard still
+        writes its (empty) envelope, so that merging the shards never misses a file.
+        """
         records = [r for r in report.read_records(self.parts.part_files()) if {"model", "check", "verdict"} <= set(r)]
-        if not records:
+        if not records and not self.config.getoption("shard"):
             return None
         models = sorted({r["model"] for r in records})
         checks = [c for c in CHECK_IDS if any(r["check"] == c for r in records)]

@@ -12,7 +12,6 @@ into an `Outcome`; checks never decide xfail/xpass (the gate does).
 
 from __future__ import annotations
 
-import gc
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -180,8 +179,9 @@ def run_check(check_id: str, case: Case) -> Outcome:
     except Exception as exc:  # the model failed under the check
         outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc())
     finally:
+        # Compiled artifacts must not leak into the next cell; the plugin
+        # collects garbage when it moves on to the next model.
         torch._dynamo.reset()
-        gc.collect()
     outcome.metrics["seconds"] = round(time.perf_counter() - started, 3)
     return outcome
 

@@ -167,6 +167,7 @@ def run_check(check_id: str, case: Case) -> Outcome:
     """Run one registered check on `case` and classify what happened."""
     fn = CHECKS[check_id]
     started = time.perf_counter()
+    cpu_started = time.process_time()
     metrics: dict = {}
     try:
         torch.manual_seed(case.seed)
@@ -183,6 +184,8 @@ def run_check(check_id: str, case: Case) -> Outcome:
         # collects garbage when it moves on to the next model.
         torch._dynamo.reset()
     outcome.metrics["seconds"] = round(time.perf_counter() - started, 3)
+    # CPU time of this process: the cost of the cell even on a shared machine.
+    outcome.metrics["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
     return outcome
 
 

@@ -80,6 +80,8 @@ ONE_KEYS = {"n_shared_experts", "num_shared_experts", "n_group", "topk_group", "
 # GroupNorm(32 groups); some size their attention blocks by the model width).
 BASE_CHANNEL_KEYS = {"base_channels"}
 MULTIPLIER_LIST_KEYS = {"channel_multiplier", "channel_mult", "ch_mult"}
+# HiFi-GAN/BigVGAN vocoders: the first upsampling conv's width, halved at every upsampling.
+VOCODER_CHANNEL_KEYS = {"upsample_initial_channel"}
 # VQ image tokenizers: codebook entries (image token ids are codebook indices).
 CODEBOOK_ENTRY_KEYS = {"num_embeddings"}
 CODEBOOK_ENTRIES = 64
@@ -172,6 +174,11 @@ def _cut_layer_list(values: list, n: int) -> list:
         return values[:n]
     picked = distinct[:n]
     return picked + [picked[-1]] * (n - len(picked))
+
+
+def _prefixed(key: str, keys: set[str]) -> bool:
+    """`key` is one of `keys` with a sub-model prefix (``t2u_encoder_layers``, ``speech_encoder_attention_heads``)."""
+    return any(key.endswith("_" + k) for k in keys)
 
 
 def _shrink_stage_list(key: str, value: list) -> list:
@@ -310,11 +317,11 @@ class _Shrinker:
             return VOCAB if value > VOCAB else value
         if TOKEN_ID.search(key) and "layer" not in key:
             return self.id_map.get(value, value) if value >= 0 else value
-        if key in LAYER_KEYS:
+        if key in LAYER_KEYS or _prefixed(key, LAYER_KEYS):
             return min(value, LAYERS)
         if key == "vision_feature_layer":
             return self._layer_ref(value)
-        if key in HEAD_KEYS:
+        if key in HEAD_KEYS or (_prefixed(key, HEAD_KEYS) and not _prefixed(key, KV_HEAD_KEYS)):
             return min(value, HEADS)
         if key in KV_HEAD_KEYS:
             if old_heads and value >= old_heads:
@@ -338,7 +345,9 @@ class _Shrinker:
             return WIDTH
         if key == "num_filters":
             return min(value, FILTERS)
-        if key in INTERMEDIATE_KEYS or key.endswith("intermediate_size") or (
+        if key in VOCODER_CHANNEL_KEYS:
+            return min(value, WIDTH)
+        if key in INTERMEDIATE_KEYS or _prefixed(key, INTERMEDIATE_KEYS) or key.endswith("intermediate_size") or (
                 value in self.intermediates and "intermediate" in key):
             return INTERMEDIATE
         if key == "image_size":

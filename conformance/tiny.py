@@ -323,7 +323,10 @@ class _Shrinker:
             return self._layer_ref(value)
         if key in HEAD_KEYS or (_prefixed(key, HEAD_KEYS) and not _prefixed(key, KV_HEAD_KEYS)):
             return min(value, HEADS)
-        if key in KV_HEAD_KEYS:
+        if key in KV_HEAD_KEYS or _prefixed(key, KV_HEAD_KEYS):
+            prefix = next((key[: -len(k)] for k in KV_HEAD_KEYS if key.endswith(k)), "")
+            if prefix:  # a sub-model's kv heads go with that sub-model's heads (swa_num_key_value_heads)
+                old_heads = next((node[prefix + k] for k in HEAD_KEYS if isinstance(node.get(prefix + k), int)), None)
             if old_heads and value >= old_heads:
                 return HEADS
             return 1 if value == 1 else min(value, HEADS // 2)

@@ -151,6 +151,13 @@ def test_prefixed_submodel_sizes_shrink():
     assert out["t2u_encoder_attention_heads"] <= 4 and out["upsample_initial_channel"] <= 64
 
 
+def test_prefixed_kv_heads_divide_their_own_heads():
+    out = shrink_tree({"hidden_size": 6144, "num_attention_heads": 64, "num_key_value_heads": 8,
+                       "swa_num_attention_heads": 64, "swa_num_key_value_heads": 16})
+    assert out["swa_num_attention_heads"] % out["swa_num_key_value_heads"] == 0
+    assert out["num_attention_heads"] % out["num_key_value_heads"] == 0
+
+
 def test_fixture_fills_a_table_the_defaults_leave_unset():
     tree = {"vocabulary_map": None, "text_config": {}}
     set_dotted(tree, "vocabulary_map.<image>", 200)

@@ -19,7 +19,15 @@ The result keeps the invariants models rely on:
   distinct; an image/video placeholder id left None by the defaults gets a free id;
 * random-init std is at least `MIN_INIT_STD`, so every input path moves the logits;
 * images are `IMAGE_SIZE` px and the patch size divides them; any-resolution
-  grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side).
+  grid pinpoints are the same multiples of `IMAGE_SIZE` (at most 3 tiles a side);
+* hierarchical and conv encoders keep their stage count: per-stage width lists,
+  conv channels wider than `WIDTH` and VQ base channels (multipliers 1) become
+  `WIDTH`, per-stage heads/depths shrink; a merged-patch width (m*m x a width)
+  stays m*m x `WIDTH`; VQ codebooks have `CODEBOOK_ENTRIES` entries;
+* sub-model-prefixed sizes (``t2u_encoder_layers``, ``swa_num_key_value_heads``)
+  follow the same rules as their plain names; zero MLA rope parts stay zero;
+  rope dicts keyed by layer type are fitted per type;
+* every tiny model has at most `MAX_PARAMETERS` parameters (a meta test).
 
 `new_model(tiny, seed)` builds a fresh model with deterministic random
 weights (no weight tensor left all zero): the same seed gives bit-identical weights, so a check can build one

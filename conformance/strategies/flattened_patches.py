@@ -8,6 +8,11 @@ are padded with all-zero patches up to the batch's longest, and
 placeholder: the decoder reads the encoded patches by cross-attention and
 gets `decoder_input_ids`. The two sample images have different grids, so
 the first one is padded.
+
+A decoder-only model that takes flattened patches with a prompt (Kosmos-2.5)
+reads the encoded patches at positions its `image_embeds_position_mask`
+marks: then the sample is that prompt (see `position_mask`) plus the patches,
+and the text `attention_mask` is the prompt's.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ import torch
 
 from conformance.samples import Sample
 from conformance.strategies import register
-from conformance.strategies._media import channels, masked_media, pixels, vision_value
+from conformance.strategies._media import channels, count_placeholders, masked_media, pixels, vision_value
+from conformance.strategies.position_mask import MASK, masked_prompt
 from conformance.strategies.text import decoder_inputs
 
 GRIDS = ((2, 2), (2, 3))  # (rows, cols) of patches per sample image; the first gets padding
@@ -56,7 +62,11 @@ def flattened(grids, width: int, gen: torch.Generator) -> tuple[torch.Tensor, to
 def flattened_patches(ctx) -> Sample:
     gen = ctx.generator()
     patches, mask = flattened(GRIDS, patch_width(ctx), gen)
-    inputs = {"flattened_patches": patches, "attention_mask": mask, **decoder_inputs(ctx, gen)}
+    if {"input_ids", MASK} <= ctx.forward_params:
+        count = count_placeholders(ctx, {"flattened_patches": patches}, images=len(GRIDS))
+        inputs = {"flattened_patches": patches, **masked_prompt(ctx, count, gen)}
+    else:
+        inputs = {"flattened_patches": patches, "attention_mask": mask, **decoder_inputs(ctx, gen)}
     sample = Sample(inputs=inputs, strategy="flattened_patches", media_keys=("flattened_patches",),
                     notes={"grids": GRIDS})
     pixel_part = mask.bool()[..., None].expand(patches.shape).clone()

@@ -30,12 +30,8 @@ def reserved_ids(ctx, count: int, gen: torch.Generator) -> list[int]:
         return text_tokens(ctx.config, count, gen)
 
 
-@register("position_mask", when=takes_position_mask, priority=25)
-def position_mask(ctx) -> Sample:
-    gen = ctx.generator()
-    h, w = image_hw(ctx)
-    media = {"pixel_values": pixels((BATCH, channels(ctx), h, w), gen)}
-    count = count_placeholders(ctx, media, images=BATCH)
+def masked_prompt(ctx, count: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
+    """Two left-padded prompts reserving `count` positions each, and the mask marking them."""
     before, after = TEXT_TOKENS
     rows, marks = [], []
     for i in range(BATCH):
@@ -44,5 +40,14 @@ def position_mask(ctx) -> Sample:
         marks.append([0] * len(head) + [1] * count + [0] * len(tail))
     ids, attention = left_pad(rows, pad_id(ctx.config))
     placed, _ = left_pad(marks, 0)
-    inputs = {"input_ids": ids, "attention_mask": attention, **media, MASK: placed.bool()}
+    return {"input_ids": ids, "attention_mask": attention, MASK: placed.bool()}
+
+
+@register("position_mask", when=takes_position_mask, priority=25)
+def position_mask(ctx) -> Sample:
+    gen = ctx.generator()
+    h, w = image_hw(ctx)
+    media = {"pixel_values": pixels((BATCH, channels(ctx), h, w), gen)}
+    count = count_placeholders(ctx, media, images=BATCH)
+    inputs = {**masked_prompt(ctx, count, gen), **media}
     return Sample(inputs=inputs, strategy="position_mask", media_keys=tuple(media), notes={"placeholders": count})

@@ -23,7 +23,12 @@ def decoder_inputs(ctx, gen: torch.Generator) -> dict[str, torch.Tensor]:
 
 
 def is_encoder_decoder(ctx) -> bool:
-    return bool(getattr(ctx.config, "is_encoder_decoder", False)) or "decoder_input_ids" in ctx.forward_params
+    """Whether the model (or the language model it wraps, e.g. BLIP-2 over T5) is an encoder-decoder.
+
+    A forward that merely accepts `decoder_input_ids` is not enough: BLIP-2
+    accepts them for its T5 variants and must not get them over OPT.
+    """
+    return any(bool(getattr(cfg, "is_encoder_decoder", False)) for cfg in (ctx.config, decoder_text_config(ctx.config)))
 
 
 @register("text")

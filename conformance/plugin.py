@@ -47,7 +47,7 @@ import pytest
 from conformance import isolation, report
 from conformance.case_source import CaseSourceHooks, TransformersCases
 from conformance.checks.base import CHECK_IDS, Case, Outcome, one_line, run_check
-from conformance.options import (UsageError, check_backend, check_ids, check_seconds, check_shard, check_writable,
+from conformance.options import (check_backend, check_ids, check_seconds, check_shard, check_writable,
                                   load_expectations, resolve_device, select_models, split)
 from conformance.records import PartsDir, find_record, gated, make_record, peak_memory, plain_nodeid
 

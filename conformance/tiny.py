@@ -547,12 +547,3 @@ def _wake_zero_parameters(model: torch.nn.Module) -> None:
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and param.numel() and not param.any():
                 param.normal_(0.0, MIN_INIT_STD)
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    return sum(p.numel() for p in model.parameters())
-
-
-def isqrt_exact(n: int) -> int | None:
-    root = math.isqrt(n)
-    return root if root * root == n else None

@@ -92,6 +92,27 @@ def test_position_mask_marks_one_position_per_feature():
     assert (sample.inputs["input_ids"][marks] == TOKEN).all()
 
 
+class _HandsOnModel(torch.nn.Module):
+    """No get_image_features: the forward computes 7 features per image and hands them to its text model."""
+
+    def __init__(self):
+        super().__init__()
+        self.text_model = torch.nn.Identity()
+
+    def forward(self, input_ids=None, attention_mask=None, pixel_values=None, image_embeds_position_mask=None):
+        features = torch.zeros(pixel_values.shape[0], 7, 8)
+        self.text_model(input_ids, image_embeds=features)
+        raise AssertionError("the probe stops the forward before this")
+
+
+def test_position_mask_counts_what_the_forward_hands_on_without_an_encoder_method():
+    ctx = _ctx(["input_ids", "attention_mask", "pixel_values", "image_embeds_position_mask"])
+    ctx = SampleContext(tiny=ctx.tiny, model=_HandsOnModel(), recipe={})
+    sample = _sample(ctx, "position_mask")
+    assert sample.inputs["image_embeds_position_mask"].sum(-1).tolist() == [7, 7]
+    assert not any(module._forward_pre_hooks for module in ctx.model.modules())  # the probe cleaned up
+
+
 def test_patch_sequences_count_each_image_alone():
     ctx = _ctx(["input_ids", "attention_mask", "pixel_values", "spatial_shapes", "pixel_attention_mask"],
                features=lambda pixel_attention_mask, **k: pixel_attention_mask.sum() // 4, downsample_factor=2)

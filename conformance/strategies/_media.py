@@ -116,6 +116,43 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int, method: s
     return rows // images
 
 
+class _Captured(Exception):
+    """Stops a probing forward once the tensor it looks for was seen."""
+
+
+def count_handed_on(ctx, inputs: dict[str, Any], images: int, kwarg: str = "image_embeds") -> int:
+    """Placeholder tokens per image, for a model with no encoder method: the rows of `kwarg`.
+
+    Runs the model's forward on `inputs` and stops it at the first submodule
+    call that receives a `kwarg` tensor (the image features the model hands
+    to its language model); their rows divided by `images` is the count.
+    Raises LookupError when no submodule receives one.
+    """
+    seen: list[torch.Tensor] = []
+
+    def grab(_module, _args, kwargs):
+        value = kwargs.get(kwarg)
+        if isinstance(value, torch.Tensor):
+            seen.append(value)
+            raise _Captured
+
+    handles = [module.register_forward_pre_hook(grab, with_kwargs=True) for module in ctx.model.modules()]
+    try:
+        with torch.no_grad():
+            ctx.model(**inputs)
+    except _Captured:
+        pass
+    finally:
+        for handle in handles:
+            handle.remove()
+    if not seen:
+        raise LookupError(f"model has no get_image_features and its forward hands no submodule `{kwarg}`")
+    rows = feature_rows(seen[0])
+    if rows % images:
+        raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
+    return rows // images
+
+
 def supported_ratio_id(ratios: list, tiles: tuple[int, int]) -> int:
     """1-based id of `tiles` (rows, cols) in a supported aspect-ratio list; 0 is padding."""
     for index, ratio in enumerate(ratios):

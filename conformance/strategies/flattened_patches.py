@@ -21,8 +21,8 @@ import torch
 
 from conformance.samples import Sample
 from conformance.strategies import register
-from conformance.strategies._media import channels, count_placeholders, masked_media, pixels, vision_value
-from conformance.strategies.position_mask import MASK, masked_prompt
+from conformance.strategies._media import channels, masked_media, pixels, vision_value
+from conformance.strategies.position_mask import MASK, count_slots, masked_prompt
 from conformance.strategies.text import decoder_inputs
 
 GRIDS = ((2, 2), (2, 3))  # (rows, cols) of patches per sample image; the first gets padding
@@ -63,7 +63,7 @@ def flattened_patches(ctx) -> Sample:
     gen = ctx.generator()
     patches, mask = flattened(GRIDS, patch_width(ctx), gen)
     if {"input_ids", MASK} <= ctx.forward_params:
-        count = count_placeholders(ctx, {"flattened_patches": patches}, images=len(GRIDS))
+        count = count_slots(ctx, {"flattened_patches": patches}, images=len(GRIDS))
         inputs = {"flattened_patches": patches, **masked_prompt(ctx, count, gen)}
     else:
         inputs = {"flattened_patches": patches, "attention_mask": mask, **decoder_inputs(ctx, gen)}

@@ -55,6 +55,7 @@ CELL_KEY = pytest.StashKey[dict]()
 DEADLINE_KEY = pytest.StashKey[object]()
 HARNESS_FAILURE_KEY = pytest.StashKey[str]()
 SESSION_KEY = pytest.StashKey["Session"]()
+SELECTED_KEY = "conformance_selected"  # workerinput key: the class names the controller selected
 DEFAULT_OUT = Path("reports/latest/matrix.json")
 DEFAULT_GRACE = 30.0
 MAX_WORKER_RESTARTS = 100
@@ -143,6 +144,8 @@ class Session:
 
     def selected_models(self) -> list[str]:
         """Class names selected by --models and the impact options (sorted)."""
+        if self._selected is None and self.is_worker and SELECTED_KEY in self.config.workerinput:
+            self._selected = list(self.config.workerinput[SELECTED_KEY])
         if self._selected is None:
             self._selected = select_models(self.config, self.source)
         return self._selected
@@ -483,6 +486,12 @@ class RunHooks:
             from conformance.xdist_sched import restore_group_suffix
 
             restore_group_suffix(items)  # after xdist's own hook, which no longer works on pytest >= 9.2
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node):
+        """Hand the controller's impact selection to each worker, so no worker builds the code graph again."""
+        if self.session._selected is not None:
+            node.workerinput[SELECTED_KEY] = list(self.session._selected)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config, log):

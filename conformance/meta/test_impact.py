@@ -11,50 +11,77 @@ from pathlib import Path
 
 import pytest
 
-from conformance import impact
+from conformance import code_graph, impact
 
 pytestmark = pytest.mark.meta
 
-# A tiny transformers tree: `a` is a model, `b` is generated from a modular
-# file that reuses `a`, `c` reuses `b` the same way, `d` copies a class of `a`
-# by a `# Copied from` comment, `e` is unrelated; `integrations/kernels.py`
-# is imported by every model and itself imports model `e` (a registry edge).
+# A tiny transformers tree. `a` is a model; `b` is generated from a modular
+# file that reuses a's model classes (and copies AProjector renamed, as the
+# converter does); `c` reuses b's model; `f` reuses only b's own output
+# class, which owes nothing to `a`; `d` copies a class of `a` by a
+# `# Copied from` comment; `e` is unrelated; `g` runs `e` through the auto
+# registry (its config's default sub-model). `integrations/kernels.py` is
+# imported by every model and itself imports model `e` (a registry edge).
 TREE = {
     "__init__.py": "from .models.a import *\nfrom .models.e import *\n",
-    "models/__init__.py": "from . import a, b, c, d, e\n",
+    "models/__init__.py": "from . import a, b, c, d, e, f, g\n",
     "models/auto/__init__.py": "from .modeling_auto import *\n",
-    "models/auto/modeling_auto.py": "from ..e.modeling_e import E\n",
+    "models/auto/modeling_auto.py": "from ..e.modeling_e import E\nclass AutoModel:\n    pass\n",
     "integrations/__init__.py": "from .kernels import hub_kernel\n",
     "integrations/kernels.py": "def hub_kernel():\n    from ..models.e.modeling_e import E\n",
     "utils/__init__.py": "from .generic import check\n",
-    "utils/generic.py": "",
+    "utils/generic.py": "def check():\n    pass\n",
     "trainer.py": "import transformers.models.a.modeling_a\n",
     "models/a/__init__.py": "",
-    "models/a/configuration_a.py": "",
+    "models/a/configuration_a.py": "class AConfig:\n    pass\n",
     "models/a/modeling_a.py": (
         "from ...utils import check\nfrom ...integrations import hub_kernel\n"
         "from .configuration_a import AConfig\nfrom ..auto import AutoModel\n"
+        "logger = check()\n"
+        "class AProjector:\n    pass\n"
+        "class AModel:\n    projector = AProjector\n    config_class = AConfig\n"
+        "class AForConditionalGeneration:\n    model = AModel\n    hub_kernel()\n"
     ),
     "models/b/__init__.py": "",
-    "models/b/configuration_b.py": "from ..a.configuration_a import AConfig\n",
-    "models/b/modeling_b.py": "from .configuration_b import BConfig\n",
+    "models/b/configuration_b.py": "class BConfig:\n    pass\n",
+    "models/b/modeling_b.py": (
+        "from .configuration_b import BConfig\n"
+        "logger = None\n"
+        "class BProjector:\n    pass\n"
+        "class BModel:\n    projector = BProjector\n"
+        "class BOutput:\n    pass\n"
+        "class BForConditionalGeneration:\n    model = BModel\n    output = BOutput\n"
+    ),
     "models/b/modular_b.py": (
         "from ..a.modeling_a import (\n    AModel,\n    AForConditionalGeneration,\n)\n"
         "from ..a.configuration_a import AConfig\n"
+        "class BModel(AModel):\n    pass\n"
+        "class BOutput:\n    pass\n"
+        "class BForConditionalGeneration(AForConditionalGeneration):\n    pass\n"
     ),
     "models/c/__init__.py": "",
-    "models/c/configuration_c.py": "",
-    "models/c/modeling_c.py": "from .configuration_c import CConfig\n",
-    "models/c/modular_c.py": "from ..b.modeling_b import BModel\n",
+    "models/c/modeling_c.py": "class CModel:\n    pass\nclass CForConditionalGeneration:\n    model = CModel\n",
+    "models/c/modular_c.py": "from ..b.modeling_b import BModel\nclass CModel(BModel):\n    pass\n",
+    "models/f/__init__.py": "",
+    "models/f/modeling_f.py": "class FOutput:\n    pass\nclass FForConditionalGeneration:\n    output = FOutput\n",
+    "models/f/modular_f.py": "from ..b.modeling_b import BOutput\nclass FOutput(BOutput):\n    pass\n"
+                             "class FForConditionalGeneration:\n    output = FOutput\n",
     "models/d/__init__.py": "",
     "models/d/modeling_d.py": (
         "import torch\n\n\n"
         "# Copied from transformers.models.a.modeling_a.AProjector with A->D\nclass DProjector:\n    pass\n"
+        "class DForConditionalGeneration:\n    projector = DProjector\n"
     ),
     "models/e/__init__.py": "",
-    "models/e/modeling_e.py": "from ...utils.generic import check\n",
+    "models/e/modeling_e.py": "from ...utils.generic import check\nclass E:\n    check()\n"
+                              "class EForConditionalGeneration(E):\n    pass\n",
+    "models/g/__init__.py": "",
+    "models/g/modeling_g.py": "from ..auto import AutoModel\nclass GForConditionalGeneration:\n    model = AutoModel\n",
 }
-MODULES = {name.upper() + "ForConditionalGeneration": f"transformers.models.{name}.modeling_{name}" for name in "abcde"}
+NAMES = "abcdefg"
+ROOTS = {f"{n.upper()}ForConditionalGeneration": [f"transformers.models.{n}.modeling_{n}.{n.upper()}ForConditionalGeneration"]
+         for n in NAMES}
+ROOTS["GForConditionalGeneration"].append("transformers.models.e.modeling_e.E")  # g's default sub-model
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +96,7 @@ def tree(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def closures(tree):
-    return impact.class_closures(tree, MODULES)
+    return impact.class_closures(tree, ROOTS)
 
 
 def selected(closures, *paths: str) -> set[str]:
@@ -93,27 +120,40 @@ def test_a_model_change_selects_itself_and_its_modular_and_copied_reusers(closur
     assert selected(closures, "src/transformers/models/a/modeling_a.py") == {"A", "B", "C", "D"}
 
 
+def test_reusing_a_symbol_that_owes_nothing_to_the_change_is_not_selected(closures):
+    # f reuses b's own BOutput: a change to a does not reach it, a change to b does.
+    assert "F" not in selected(closures, "src/transformers/models/a/modeling_a.py")
+    assert "F" in selected(closures, "src/transformers/models/b/modeling_b.py")
+
+
 def test_modular_reuse_is_transitive_but_not_backwards(closures):
-    assert selected(closures, "transformers/models/b/modeling_b.py") == {"B", "C"}
+    assert selected(closures, "transformers/models/b/modeling_b.py") == {"B", "C", "F"}
+    assert selected(closures, "transformers/models/b/modular_b.py") == {"B", "C", "F"}
     assert selected(closures, "transformers/models/c/modeling_c.py") == {"C"}
 
 
-def test_generated_configuration_takes_only_configuration_code(tree):
-    # configuration_b is generated from modular_b, which imports modeling_a: only its config imports flow.
-    deps = impact.ImportGraph(tree).deps("models/b/configuration_b.py")
-    assert "models/a/configuration_a.py" in deps and "models/a/modeling_a.py" not in deps
+def test_converter_copies_are_traced_to_their_renamed_original(tree):
+    graph = code_graph.SymbolGraph(tree)
+    # BProjector is not in modular_b: the converter copied it from AProjector.
+    assert graph.deps(("models/b/modeling_b.py", "BProjector")) >= {("models/a/modeling_a.py", "AProjector")}
+    # A generated configuration takes only configuration code.
+    deps = graph.deps(("models/b/configuration_b.py", "BConfig"))
+    assert ("models/a/configuration_a.py", "AConfig") in deps
+    assert not any(rel == "models/a/modeling_a.py" for rel, _ in deps)
+    # A logger is not copied code.
+    assert not any(rel.startswith("models/a/") for rel, _ in graph.deps(("models/b/modeling_b.py", "logger")))
 
 
-def test_registries_do_not_link_models(closures):
-    # auto and integrations reach model e only through registry imports: an e change selects e alone.
-    assert selected(closures, "transformers/models/e/modeling_e.py") == {"E"}
+def test_registries_do_not_link_models_but_default_sub_models_do(closures):
+    # auto and integrations reach model e only through registry imports; g's config builds E by default.
+    assert selected(closures, "transformers/models/e/modeling_e.py") == {"E", "G"}
 
 
 def test_shared_files_select_every_class(closures):
     for path in ("src/transformers/cache_utils.py", "transformers/generation/utils.py",
                  "transformers/integrations/kernels.py", "transformers/models/auto/modeling_auto.py",
                  "transformers/utils/generic.py"):
-        assert selected(closures, path) == set("ABCDE"), path
+        assert selected(closures, path) == {n.upper() for n in NAMES}, path
 
 
 def test_outside_transformers_and_tooling_select_nothing(closures):
@@ -125,9 +165,20 @@ def test_unknown_file_selects_nothing(closures):
     assert selected(closures, "src/transformers/models/zzz/modeling_zzz.py") == set()
 
 
+@pytest.mark.parametrize("copy, original, related", [
+    ("AriaMultiModalProjector", "LlavaMultiModalProjector", True),
+    ("Step3p7CausalLMOutputWithPast", "DeepseekOcr2CausalLMOutputWithPast", True),
+    ("rotate_half", "rotate_half", True),
+    ("rotate_half", "apply_rotary_pos_emb", False),
+    ("AriaModel", "LlavaProjector", False),
+])
+def test_renamed_score(copy, original, related):
+    assert bool(code_graph._renamed_score(copy, original)) == related
+
+
 def test_import_statements_parse_multiline_and_backslash():
     source = "x = 1\nfrom .a import (\n    b,\n    c,\n)\nimport os, \\\n    sys\n    from ..d import e\n"
-    nodes = impact._import_statements(source)
+    nodes = code_graph.import_statements(source)
     assert [type(n).__name__ for n in nodes] == ["ImportFrom", "Import", "ImportFrom"]
     assert [a.name for a in nodes[0].names] == ["b", "c"] and [a.name for a in nodes[1].names] == ["os", "sys"]
 
@@ -136,9 +187,17 @@ def test_import_statements_parse_multiline_and_backslash():
 
 def test_llava_change_selects_llava_and_reusers_not_qwen2_vl():
     chosen = impact.impacted_classes(["transformers/models/llava/modeling_llava.py"])
-    assert {"LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration",
-            "VipLlavaForConditionalGeneration"} <= chosen
-    assert "Qwen2VLForConditionalGeneration" not in chosen
+    assert {"LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration", "LlavaOnevisionForConditionalGeneration",
+            "VideoLlavaForConditionalGeneration", "VipLlavaForConditionalGeneration",
+            "Mistral3ForConditionalGeneration", "InternVLForConditionalGeneration",
+            "AriaForConditionalGeneration"} <= chosen
+    # Qwen2-VL shares no Llava code; Qwen3-VL-MoE reuses only Aria's output classes, which owe nothing to Llava.
+    assert not chosen & {"Qwen2VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"}
+
+
+def test_a_config_default_sub_model_counts():
+    # PaliGemma's default vision tower is SigLIP, built through the auto registry.
+    assert "PaliGemmaForConditionalGeneration" in impact.impacted_classes(["transformers/models/siglip/modeling_siglip.py"])
 
 
 def test_installed_shared_and_outside_files():

@@ -8,6 +8,8 @@ A model fixture holds what the generic rules cannot infer, never code::
     "vision_config.image_size" = 28
     [samples]           # input recipe choices (see conformance.samples)
     strategy = "patches_grid"
+    [samples.processor] # strategy "processor" only (see conformance.processors)
+    kwargs = { num_additional_image_tokens = 1 }
 
 Contract: `model_fixture(model_type)` returns the parsed fixture or None.
 A file with an unknown key, a malformed value, or named after a model_type
@@ -36,6 +38,14 @@ SAMPLE_KEYS = {
     "text_length",      # prompt text tokens around the image
     "frames",           # video frames
     "audio_length",     # audio frames / samples
+    "processor",        # table: how strategy "processor" builds the real processor (conformance.processors)
+}
+PROCESSOR_KEYS = {
+    "kwargs",           # table: processor __init__ kwargs ("config.<path>" names a tiny config attribute)
+    "image",            # table: image/video processor attributes (same value rules)
+    "tokens",           # table: special token name -> its id ("config.<path>" or an int)
+    "prompt",           # text standing for one image, "{token_name}" filled in
+    "image_size",       # size of the sample images before processing (int or [h, w])
 }
 
 
@@ -86,6 +96,7 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
     bad = set(samples) - SAMPLE_KEYS
     if bad:
         raise FixtureError(f"{path}: unknown key 'samples.{sorted(bad)[0]}'; allowed: {sorted(SAMPLE_KEYS)}")
+    _check_processor_table(path, samples.get("processor"))
     model_type = path.stem
     if check_model_type and model_type not in _known_model_types():
         raise FixtureError(
@@ -99,6 +110,26 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
         config=_flatten(data.get("config", {})),
         samples=dict(samples),
     )
+
+
+def _check_processor_table(path: Path, table: Any) -> None:
+    if table is None:
+        return
+    if not isinstance(table, dict):
+        raise FixtureError(f"{path}: 'samples.processor' must be a table; write [samples.processor]")
+    bad = set(table) - PROCESSOR_KEYS
+    if bad:
+        raise FixtureError(f"{path}: unknown key 'samples.processor.{sorted(bad)[0]}'; "
+                           f"allowed: {sorted(PROCESSOR_KEYS)}")
+    for key in ("kwargs", "image", "tokens"):
+        if not isinstance(table.get(key, {}), dict):
+            raise FixtureError(f"{path}: 'samples.processor.{key}' must be a table of name = value")
+    if not isinstance(table.get("prompt", ""), str):
+        raise FixtureError(f"{path}: 'samples.processor.prompt' must be a string such as \"{{image_token}}\"")
+    size = table.get("image_size", 1)
+    if not (isinstance(size, int) or (isinstance(size, list) and len(size) == 2
+                                      and all(isinstance(v, int) for v in size))):
+        raise FixtureError(f"{path}: 'samples.processor.image_size' must be an int or [height, width]")
 
 
 @functools.lru_cache(maxsize=None)

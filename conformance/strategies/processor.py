@@ -3,7 +3,9 @@
 The path users take: two prompts of different text, each with one image
 marker, and two different images (seeded uint8 arrays) go through the
 processor with ``padding=True`` and left padding; the sample is exactly the
-processor's output tensors the forward accepts. Never auto-selected: a
+processor's output tensors the forward accepts (less training ``labels``),
+plus ``decoder_input_ids`` for an encoder-decoder (what `generate` starts
+the decoder with; no processor makes them). Never auto-selected: a
 fixture chooses it with ``[samples] strategy = "processor"`` (and may add a
 ``[samples.processor]`` table, see `conformance.processors`).
 
@@ -23,6 +25,7 @@ from conformance.processors import ProcessorSpec, build_processor, image_marker
 from conformance.samples import BATCH, TEXT_TOKENS, Sample
 from conformance.strategies import register
 from conformance.strategies._media import count_placeholders, image_hw, image_token_id
+from conformance.strategies.text import decoder_inputs, is_encoder_decoder
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
 TRAINING_KEYS = ("labels",)  # training targets some processors add (PaliGemma); a prefill sample has none
@@ -89,5 +92,7 @@ def processor_sample(ctx) -> Sample:
     if written_count != emitted:
         raise ValueError(f"processor writes {written_count} placeholders per image, "
                          f"the model's encoder emits {emitted}")
+    if is_encoder_decoder(ctx) and "decoder_input_ids" in accepted:  # what generate starts the decoder with
+        inputs.update(decoder_inputs(ctx, ctx.generator()))
     notes = {"placeholders": written_count, "processor": type(processor).__name__}
     return Sample(inputs=inputs, strategy="processor", media_keys=media, notes=notes)

@@ -16,7 +16,8 @@ transformers maps `model_type` to, made from
   does not name gets a free id too;
 * the image processor (and video processor, where the processor has one)
   from its class defaults, with every size it uses set from the tiny config:
-  ``size``/``crop_size`` to the tiny image size, ``patch_size``,
+  ``size``/``crop_size`` to the tiny image size (``min_pixels`` and
+  ``max_pixels``, there or as attributes, to its area), ``patch_size``,
   ``merge_size``, ``temporal_patch_size``, ``image_grid_pinpoints`` from the
   config attribute of that name (``merge_size`` also from
   ``spatial_merge_size``);
@@ -59,6 +60,7 @@ SIZE_ATTRS = {
     "image_grid_pinpoints": ("image_grid_pinpoints",),
 }
 SIZE_TABLES = ("size", "crop_size")
+PIXEL_COUNTS = ("min_pixels", "max_pixels")  # image areas: the tiny image's area
 
 
 class ProcessorUnavailable(RuntimeError):
@@ -184,9 +186,15 @@ def local_tokenizer(vocab_size: int, ids: dict[str, int], strings: dict[str, str
 
 # --- image / video processors --------------------------------------------------------------------
 
-def _tiny_size_table(table: dict, hw: tuple[int, int]) -> dict:
+def _tiny_sizes(hw: tuple[int, int]) -> dict[str, int]:
+    """Size values by their name: edges in pixels, ``*_pixels`` as an area."""
     h, w = hw
-    sizes = {"height": h, "width": w, "shortest_edge": min(h, w), "longest_edge": max(h, w)}
+    return {"height": h, "width": w, "shortest_edge": min(h, w), "longest_edge": max(h, w),
+            "min_pixels": h * w, "max_pixels": h * w}
+
+
+def _tiny_size_table(table: dict, hw: tuple[int, int]) -> dict:
+    sizes = _tiny_sizes(hw)
     return {key: sizes.get(key, value) for key, value in table.items()}
 
 
@@ -211,6 +219,9 @@ def tiny_media_processor(cls, config, hw: tuple[int, int], overrides: dict[str, 
     for attr in SIZE_TABLES:
         if isinstance(defaults.get(attr), dict):
             kwargs[attr] = _tiny_size_table(defaults[attr], hw)
+    for attr in PIXEL_COUNTS:
+        if isinstance(defaults.get(attr), int):
+            kwargs[attr] = _tiny_sizes(hw)[attr]
     for attr, names in SIZE_ATTRS.items():
         value = _first_attr(configs, names)
         if attr in defaults and value is not None:

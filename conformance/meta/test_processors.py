@@ -67,6 +67,10 @@ def test_image_processor_sizes_come_from_the_tiny_config():
                                 {"size": {"shortest_edge": 1024, "longest_edge": 1024}, "extra": "config.image_seq_length"})
     assert (qwen.patch_size, qwen.merge_size, qwen.temporal_patch_size) == (8, 2, 2)
     assert qwen.size["longest_edge"] == 1024 and qwen.extra == 9  # fixture values: literal, and a config reference
+    from transformers import Emu3ImageProcessor  # a PIL-backed class with pixel-count sizes
+
+    emu3 = tiny_media_processor(Emu3ImageProcessor, config, (32, 48), {})
+    assert emu3.min_pixels == emu3.max_pixels == emu3.size["min_pixels"] == 32 * 48
 
 
 def test_processor_sample_is_a_left_padded_batch_matching_the_encoder(llava):

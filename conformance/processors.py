@@ -1,7 +1,8 @@
 """Build a model type's real processor locally, sized for its tiny model.
 
-Contract of `build_processor(config, model_type, spec)`: the processor class
-transformers maps `model_type` to, made from
+Contract of `build_processor(config, model_type, spec, hw, text_config)`: the
+processor class transformers maps `model_type` to, for images of size `hw`,
+made from
 
 * a tokenizer built here with the `tokenizers` library (`local_tokenizer`):
   a WordLevel vocabulary of ``vocab_size`` ids, whitespace-split words
@@ -34,9 +35,9 @@ video processor attributes) map a name to a value: a string
 ``"{image_token}"``, the processor's own image token); ``image_size``
 (``[h, w]``) is the size of the sample images before processing (default:
 the tiny image size); ``tokens`` gives a special token (by the processor's
-name for it, ``img_patch_token``) the id of a config attribute where the
-generic naming pairs them wrongly (a config token id claimed there leaves
-its generic name, which gets a free id).
+name for it, ``img_patch_token``) its id (a config reference or an int)
+where the generic naming pairs them wrongly (a config token id claimed
+there leaves its generic name, which gets a free id).
 
 No hub, no files: nothing is downloaded or read from disk. Every failure
 raises `ProcessorUnavailable` with a one-line reason.
@@ -314,7 +315,8 @@ def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int,
             if missing is None or missing in strings:
                 raise ProcessorUnavailable(f"{cls.__name__}(...) failed: {_line(exc)}") from None
             strings[missing] = f"<|{missing}|>"  # a token the processor reads and the config does not name
-    raise ProcessorUnavailable(f"{cls.__name__} asks for more than {MAX_MISSING_TOKENS} tokens the config does not name")
+    raise ProcessorUnavailable(f"{cls.__name__} asks for more than {MAX_MISSING_TOKENS} tokens "
+                               "the config does not name")
 
 
 MISSING_TOKEN = re.compile(r"(?:attribute|token) '?(?P<name>\w+_token)(?:_id)?'?")

@@ -63,8 +63,8 @@ def test_image_processor_sizes_come_from_the_tiny_config():
     config = SimpleNamespace(vision_config=vision, image_seq_length=9)
     clip = tiny_media_processor(CLIPImageProcessorPil, config, (32, 48), {})
     assert clip.size == {"shortest_edge": 32} and clip.crop_size == {"height": 32, "width": 48}
-    qwen = tiny_media_processor(Qwen2VLImageProcessorPil, config, (32, 32),
-                                {"size": {"shortest_edge": 1024, "longest_edge": 1024}, "extra": "config.image_seq_length"})
+    overrides = {"size": {"shortest_edge": 1024, "longest_edge": 1024}, "extra": "config.image_seq_length"}
+    qwen = tiny_media_processor(Qwen2VLImageProcessorPil, config, (32, 32), overrides)
     assert (qwen.patch_size, qwen.merge_size, qwen.temporal_patch_size) == (8, 2, 2)
     assert qwen.size["longest_edge"] == 1024 and qwen.extra == 9  # fixture values: literal, and a config reference
     from transformers import Emu3ImageProcessor  # a PIL-backed class with pixel-count sizes

@@ -153,8 +153,7 @@ def cmd_explain(args) -> int:
 def cmd_list(args) -> int:
     from conformance.discover import discover
 
-    with report.quiet_transformers():
-        infos = discover()
+    infos = discover()
     width = max((len(i.name) for i in infos), default=0)
     type_width = max((len(i.model_type) for i in infos), default=0)
     kind_width = max((len(i.kind) for i in infos), default=0)

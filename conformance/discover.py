@@ -12,6 +12,7 @@ build stage can report it as an ``error`` with a reason.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 from dataclasses import dataclass, field
@@ -124,9 +125,27 @@ def _model_type(config_class: type | None, cls: type) -> str:
     return model_type or cls.__module__.split(".")[-1].removeprefix("modeling_")
 
 
+@contextlib.contextmanager
+def quiet_transformers():
+    """Silence transformers' config warnings (discovery instantiates every config class with its defaults)."""
+    from transformers.utils import logging as hf_logging
+
+    level = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+
+
 @functools.lru_cache(maxsize=1)
 def discover() -> tuple[ModelInfo, ...]:
     """Every `*ForConditionalGeneration` class of the installed transformers."""
+    with quiet_transformers():
+        return _discover()
+
+
+def _discover() -> tuple[ModelInfo, ...]:
     import transformers
 
     tasks_by_class = _task_index()

@@ -32,7 +32,7 @@ class ExplainError(ValueError):
 
 def resolve_model(name: str):
     from conformance.discover import by_name
-    from conformance.report import quiet_transformers
+    from conformance.discover import quiet_transformers
 
     with quiet_transformers():
         index = by_name()

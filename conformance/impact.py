@@ -120,22 +120,16 @@ def registry_submodels(config_class) -> list[str]:
     although no Llava file imports it. A config that cannot be built with
     defaults contributes nothing.
     """
-    import warnings
-
     import transformers
     from transformers.models.auto.modeling_auto import MODEL_MAPPING_NAMES
-    from transformers.utils import logging as hf_logging
 
-    verbosity = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()  # default configs warn about their own token ids; not this tool's concern
+    from conformance.discover import quiet_transformers
+
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with quiet_transformers():
             config = config_class()
     except Exception:  # noqa: BLE001 - some configs need arguments; they simply add no edges
         return []
-    finally:
-        hf_logging.set_verbosity(verbosity)
     found = []
     for key in getattr(config_class, "sub_configs", {}) or {}:
         sub = getattr(config, key, None)

@@ -19,7 +19,6 @@ Contracts:
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import json
 import os
@@ -109,25 +108,11 @@ def environment(device: str, dtype: str, backend: str) -> dict[str, str]:
     }
 
 
-@contextlib.contextmanager
-def quiet_transformers():
-    """Silence transformers' config warnings (discovery instantiates every config class)."""
-    from transformers.utils import logging as hf_logging
-
-    level = hf_logging.get_verbosity()
-    hf_logging.set_verbosity_error()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(level)
-
-
 def model_rows(names: Iterable[str]) -> dict[str, dict]:
     """Row metadata of discovered classes (unknown names are left out)."""
     from conformance.discover import by_name
 
-    with quiet_transformers():
-        index = by_name()
+    index = by_name()
     rows = {}
     for name in names:
         info = index.get(name)

@@ -152,3 +152,15 @@ def test_a_check_module_that_fails_to_import_does_not_stop_the_other_cells(fake_
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.assert_outcomes(passed=1, errors=1)
     assert json.loads(out.read_text())["models"][OK]["cells"]["build"]["verdict"] == "pass"
+
+
+def test_a_worker_takes_the_selection_the_controller_handed_over(fake_run, pytester):
+    # As under xdist: the controller computed the selection (possibly an expensive impact graph) and put it in
+    # workerinput; the worker must use it, not select again (no selection option is given here).
+    pytester.path.joinpath("conftest.py").write_text(
+        pytester.path.joinpath("conftest.py").read_text()
+        + "\n\nimport pytest as _pytest\n\n@_pytest.hookimpl(tryfirst=True)\ndef pytest_configure(config):\n"
+        + f"    config.workerinput = {{'workerid': 'gw0', 'conformance_selected': [{OK!r}]}}\n")
+    result, _ = fake_run("--collect-only", "-q", "--checks", "build")
+    ids = [line for line in result.stdout.lines if "::" in line]
+    assert ids == [f"test_fake.py::test_build[{OK}]"]

@@ -214,11 +214,11 @@ class Session:
         return self._dump_file
 
     def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
-              tiny: dict | None = None) -> dict:
+              tiny: dict | None = None, expected: str = "") -> dict:
         record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
                              seconds=outcome.metrics.get("seconds", 0.0),
                              metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                             nodeid=node_id, process=self.worker, tiny=tiny)
+                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected)
         report.write_record(self.part_file, record)
         return record
 
@@ -344,7 +344,8 @@ def _finish(node, model: str, check_id: str, outcome: Outcome, session: Session,
     if case is not None and check_id == "build":
         tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
                 "strategy": case.sample.strategy}
-    node.stash[CELL_KEY] = session.write(node.nodeid, model, check_id, outcome, verdict, tiny)
+    expected = expectation.verdict if expectation is not None and verdict in ("xfail", "xpass") else ""
+    node.stash[CELL_KEY] = session.write(node.nodeid, model, check_id, outcome, verdict, tiny, expected)
     if verdict == "pass":
         return
     if verdict == "skip":

@@ -87,7 +87,8 @@ def gated(verdict: str, expectations: dict, model: str, check: str) -> tuple[str
 
 
 def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: float, metrics: dict,
-                nodeid: str, process: str, tiny: dict | None = None) -> dict:
+                nodeid: str, process: str, tiny: dict | None = None, expected: str = "") -> dict:
+    """One cell's record; `expected` is the listed verdict of an xfail/xpass cell (fail, error, timeout)."""
     record = {
         "model": model,
         "check": check,
@@ -100,6 +101,8 @@ def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: f
     }
     if tiny is not None:
         record["tiny"] = tiny
+    if expected:
+        record["expected"] = expected
     return record
 
 

@@ -166,6 +166,8 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
             "metrics": record.get("metrics", {}),
             "nodeid": record.get("nodeid", ""),
         }
+        if record.get("expected"):  # the listed verdict of an xfail/xpass cell
+            row["cells"][record["check"]]["expected"] = record["expected"]
     rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,

@@ -146,6 +146,8 @@ REGRESSED = "LlavaForConditionalGeneration"
 HEALTHY = "T5ForConditionalGeneration"
 
 CONFTEST = '''
+import functools
+
 import pytest
 import torch
 from transformers import LlavaForConditionalGeneration
@@ -158,6 +160,7 @@ def nan_logits_regression(monkeypatch):
     """The injected regression: Llava's forward returns NaN logits."""
     original = LlavaForConditionalGeneration.forward
 
+    @functools.wraps(original)  # the forward keeps its signature: samples are built from it
     def forward(self, *args, **kwargs):
         output = original(self, *args, **kwargs)
         output.logits = torch.full_like(output.logits, float("nan"))

@@ -146,3 +146,27 @@ def test_bad_markers_give_one_line(text, message):
     with pytest.raises(render.SectionError, match=message) as info:
         render.replace_section(text, "x\n", "README.md")
     assert "\n" not in str(info.value) and "README.md" in str(info.value)
+
+
+def test_a_listed_build_error_has_its_own_symbol_not_the_known_failure_one():
+    envelope = make_envelope()
+    cells = envelope["models"][BETA]["cells"]
+    cells["compile_prefill"] = {**cell("xfail", "tiny model or inputs could not be built: KeyError: 'x'"),
+                                "expected": "error"}
+    cells["build"] = {**cell("xfail", "graph break"), "expected": "fail"}
+    row = next(line for line in render.render_markdown(envelope).splitlines() if line.startswith(f"| {BETA} |"))
+    assert row.startswith(f"| {BETA} | ⚠️ | {render.KNOWN_ERROR[0]} |")
+    assert render.KNOWN_ERROR[0] in render.legend()
+    assert render.KNOWN_ERROR[0] not in render.SYMBOLS.values()
+
+
+def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
+    from conformance.records import make_record
+
+    record = make_record(model=ALPHA, check="build", verdict="xfail", reason="r", seconds=0.0, metrics={},
+                         nodeid="n", process="main", expected="error")
+    envelope = report.build_envelope([record], {}, ["build"], {})
+    assert envelope["models"][ALPHA]["cells"]["build"]["expected"] == "error"
+    plain = make_record(model=ALPHA, check="build", verdict="pass", reason="", seconds=0.0, metrics={},
+                        nodeid="n", process="main")
+    assert "expected" not in plain

@@ -60,7 +60,7 @@ SIZE_ATTRS = {
     "temporal_patch_size": ("temporal_patch_size",),
     "image_grid_pinpoints": ("image_grid_pinpoints",),
 }
-SIZE_TABLES = ("size", "crop_size")
+SIZE_TABLES = ("size", "crop_size", "max_image_size")
 PIXEL_COUNTS = ("min_pixels", "max_pixels")  # image areas: the tiny image's area
 
 
@@ -145,44 +145,60 @@ def processor_token_strings(processor_class) -> dict[str, str]:
             if name.endswith("_token") and isinstance(p.default, str) and p.default}
 
 
-def local_tokenizer(vocab_size: int, ids: dict[str, int], strings: dict[str, str] | None = None):
+def default_token_string(name: str) -> str:
+    """``image_token`` -> ``<image>``: the common spelling, which processors that hard-code a string use."""
+    return f"<{name.removesuffix('_token')}>"
+
+
+def local_tokenizer(vocab_size: int, ids: dict[str, int], strings: dict[str, str] | None = None,
+                    added: tuple[str, ...] = ()):
     """A `PreTrainedTokenizerFast` over `vocab_size` ids with special tokens at `ids`.
 
     `ids` maps a token name (``image_token``) to its id; `strings` gives the
-    token strings a processor expects (default ``<|name|>``). Names in
-    `strings` without an id get free ids from the top of the vocabulary.
-    Ordinary ids are words ``w<id>``; padding is on the left; there is no
-    unknown word (``unk_token`` is the pad token unless the config names one).
+    token strings a processor expects (default `default_token_string`). Names in
+    `strings` without an id, an unknown-word token the config does not name,
+    and the `added` token strings (tokens a processor adds to its tokenizer)
+    get free ids from the top of the vocabulary. Ordinary ids are words
+    ``w<id>``; padding is on the left (the pad token, if the config names
+    none, takes the lowest free id).
     """
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
     strings = dict(strings or {})
     ids = dict(ids)
-    used = set(ids.values())
-    for name in strings:
-        if name not in ids:
-            free = next((i for i in range(vocab_size - 1, -1, -1) if i not in used), None)
-            if free is None:
-                raise ProcessorUnavailable(f"no free id in a {vocab_size}-token vocabulary for {name}")
-            ids[name] = free
-            used.add(free)
-    if "pad_token" not in ids:
-        ids["pad_token"] = next(i for i in range(vocab_size) if i not in used)
-        used.add(ids["pad_token"])
-    text = {name: strings.get(name, f"<|{name}|>") for name in ids}
     bad = [name for name, i in ids.items() if not 0 <= i < vocab_size]
     if bad:
         raise ProcessorUnavailable(f"{bad[0]} id {ids[bad[0]]} is outside the tiny vocabulary of {vocab_size}")
-    vocab = {f"w{i}": i for i in range(vocab_size) if i not in used}
-    vocab.update({text[name]: i for name, i in ids.items()})
-    backend = Tokenizer(models.WordLevel(vocab, unk_token=text.get("unk_token", text["pad_token"])))
+    used = set(ids.values())
+
+    def free_id(what: str, ascending: bool = False) -> int:
+        order = range(vocab_size) if ascending else range(vocab_size - 1, -1, -1)
+        found = next((i for i in order if i not in used), None)
+        if found is None:
+            raise ProcessorUnavailable(f"no free id in a {vocab_size}-token vocabulary for {what}")
+        used.add(found)
+        return found
+
+    for name in [*strings, "unk_token"]:
+        if name not in ids:
+            ids[name] = free_id(name)
+    if "pad_token" not in ids:
+        ids["pad_token"] = free_id("pad_token", ascending=True)
+    text = {name: strings.get(name, default_token_string(name)) for name in ids}
+    extra_strings = [t for t in added if t not in text.values()]
+    vocab = {text[name]: i for name, i in ids.items()}
+    vocab.update({t: free_id(t) for t in extra_strings})
+    vocab.update({f"w{i}": i for i in range(vocab_size) if i not in used})
+    backend = Tokenizer(models.WordLevel(vocab, unk_token=text["unk_token"]))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     standard = {name: text[name] for name in STANDARD_TOKENS if name in text}
-    standard.setdefault("unk_token", text["pad_token"])
     extra = {name: text[name] for name in ids if name not in STANDARD_TOKENS}
-    return PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="left",
-                                   extra_special_tokens=extra, **standard)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="left",
+                                        extra_special_tokens=extra, **standard)
+    if extra_strings:
+        tokenizer.add_special_tokens({"additional_special_tokens": extra_strings})
+    return tokenizer
 
 
 # --- image / video processors --------------------------------------------------------------------
@@ -272,8 +288,10 @@ def processor_class(model_type: str):
     return cls
 
 
-def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int, int], text_config=None):
-    """The processor of `model_type` for the tiny `config` (module docstring); `hw` is the image size."""
+def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int, int], text_config=None,
+                    added: tuple[str, ...] = ()):
+    """The processor of `model_type` for the tiny `config` (module docstring); `hw` is the image size,
+    `added` token strings the processor adds to its tokenizer, to be placed inside the vocabulary."""
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
     text_config = text_config if text_config is not None else config
@@ -307,14 +325,14 @@ def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int,
               and (value := _first_attr(configs, (name,))) is not None}
     kwargs.update({name: _resolve(config, value) for name, value in spec.kwargs.items()})
     for _ in range(MAX_MISSING_TOKENS + 1):
-        tokenizer = local_tokenizer(int(text_config.vocab_size), ids, strings)
+        tokenizer = local_tokenizer(int(text_config.vocab_size), ids, strings, added)
         try:
             return cls(**parts, tokenizer=tokenizer, **kwargs)
         except Exception as exc:
             missing = _missing_token(exc)
             if missing is None or missing in strings:
                 raise ProcessorUnavailable(f"{cls.__name__}(...) failed: {_line(exc)}") from None
-            strings[missing] = f"<|{missing}|>"  # a token the processor reads and the config does not name
+            strings[missing] = default_token_string(missing)  # the processor reads it, the config does not name it
     raise ProcessorUnavailable(f"{cls.__name__} asks for more than {MAX_MISSING_TOKENS} tokens "
                                "the config does not name")
 

@@ -48,9 +48,12 @@ def test_tokenizer_puts_special_tokens_at_the_tiny_config_ids(llava):
 
 
 def test_tokens_the_config_does_not_name_get_free_ids():
-    tokenizer = local_tokenizer(64, {"image_token": 63}, {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]"})
+    strings = {"image_token": "[IMG]", "image_break_token": "[IMG_BREAK]"}
+    tokenizer = local_tokenizer(64, {"image_token": 63}, strings, added=("<fake>",))
     assert tokenizer.convert_tokens_to_ids("[IMG]") == 63
     assert tokenizer.convert_tokens_to_ids("[IMG_BREAK]") == 62
+    assert tokenizer.unk_token_id == 61 and tokenizer.convert_tokens_to_ids("<fake>") == 60
+    assert tokenizer("<fake><fake> not-a-word w9")["input_ids"] == [60, 60, 61, 9]
     assert tokenizer.pad_token_id == 0 and tokenizer.padding_side == "left"
     batch = tokenizer(["w5", "w5 w6 w7"], padding=True)
     assert batch["attention_mask"][0] == [0, 0, 1]

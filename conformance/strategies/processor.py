@@ -61,15 +61,28 @@ def ordinary_words(tokenizer, count: int) -> list[str]:
 
 
 def processor_inputs(ctx):
-    """(processor, its outputs as tensors) for the sample's prompts and images."""
+    """(processor, its outputs as tensors) for the sample's prompts and images.
+
+    Tokens the processor adds to its tokenizer land past the tiny vocabulary;
+    those its output uses are placed inside it and the processor is built again.
+    """
     spec = ProcessorSpec.from_recipe(ctx.recipe)
     hw = image_hw(ctx)
-    processor = build_processor(ctx.config, ctx.tiny.info.model_type, spec, hw, ctx.text_config)
-    marker = image_marker(processor, spec)
-    prompts = sample_prompts(marker, ordinary_words(processor.tokenizer, 2 * sum(TEXT_TOKENS) + 2 * BATCH))
-    images = [[image] for image in sample_images(spec.image_size or hw)]
-    out = processor(images=images, text=prompts, padding=True, padding_side="left", return_tensors="pt")
-    return processor, dict(out)
+    vocab = int(ctx.text_config.vocab_size)
+    added: tuple[str, ...] = ()
+    for _ in range(2):
+        processor = build_processor(ctx.config, ctx.tiny.info.model_type, spec, hw, ctx.text_config, added)
+        marker = image_marker(processor, spec)
+        prompts = sample_prompts(marker, ordinary_words(processor.tokenizer, 2 * sum(TEXT_TOKENS) + 2 * BATCH))
+        images = [[image] for image in sample_images(spec.image_size or hw)]
+        out = processor(images=images, text=prompts, padding=True, padding_side="left", return_tensors="pt")
+        outside = sorted({int(i) for i in out["input_ids"].flatten() if i >= vocab})
+        if not outside:
+            return processor, dict(out)
+        if added:
+            break
+        added = tuple(processor.tokenizer.convert_ids_to_tokens(outside))
+    raise ValueError(f"{type(processor).__name__} writes tokens {added} outside the tiny vocabulary of {vocab}")
 
 
 @register("processor")

@@ -59,6 +59,17 @@ def test_tokens_the_config_does_not_name_get_free_ids():
     assert batch["attention_mask"][0] == [0, 0, 1]
 
 
+def test_tokens_a_processor_asks_for_are_recognised():
+    from conformance.processors import _missing_token
+
+    assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token")) == "boi_token"
+    assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token_id")) == "boi_token"
+    assert _missing_token(ValueError("Tokenizer is missing required attribute 'image_start_token'. Add ...")) \
+        == "image_start_token"
+    assert _missing_token(TypeError("has no attribute boi_token")) is None  # only lookups of a token
+    assert _missing_token(AttributeError("no attribute patch_size")) is None
+
+
 def test_image_processor_sizes_come_from_the_tiny_config():
     from transformers import CLIPImageProcessorPil, Qwen2VLImageProcessorPil
 

@@ -42,9 +42,9 @@ MEANINGS = {
     "error": "harness could not build the tiny model or inputs",
     "timeout": "ran past its time limit",
 }
-# An xfail cell whose listed verdict is `error`: a known harness gap (the tiny model or its inputs are not built),
-# not a known failure of the model.
-KNOWN_ERROR = ("🚧", "known harness gap: tiny model or inputs not built (listed in fixtures/expectations)")
+# An xfail cell whose listed verdict is `error`: the tiny model or its inputs could not be built (a harness gap,
+# a missing dependency, or a model whose own eager forward fails), so the cell says nothing about the check itself.
+KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be built (listed in fixtures/expectations)")
 PASSING = ("pass", "xpass")
 FAILING = ("fail", "xfail", "timeout")
 

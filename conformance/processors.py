@@ -297,7 +297,8 @@ def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int,
     text_config = text_config if text_config is not None else config
     cls = processor_class(model_type)
     try:
-        attributes = cls.get_attributes()
+        # transformers 5 lists a processor's parts with get_attributes(); 4.x with the `attributes` class list.
+        attributes = cls.get_attributes() if hasattr(cls, "get_attributes") else list(cls.attributes)
         strings = processor_token_strings(cls)
     except ImportError as exc:  # a dummy class: a backend is missing
         raise ProcessorUnavailable(f"{cls.__name__} cannot be used here: {_line(exc)}") from None

@@ -3,7 +3,8 @@
 A node is ``(file, symbol)``: ``file`` relative to the transformers package
 (``models/llava/modeling_llava.py``), ``symbol`` a top-level name defined in
 it, or ``"*"`` for the whole file. `SymbolGraph.closure(roots)` returns every
-file whose code the roots depend on. Edges:
+definition the roots depend on; `touched_definitions` maps changed lines of a
+file to its definitions (how a diff narrows a selection). Edges:
 
 * a top-level definition depends on the names it uses, resolved to where
   they are defined in the same file or imported from (imports anywhere in the
@@ -334,8 +335,13 @@ class SymbolGraph:
                     origins.add((parent, name))
         return origins or {(parent, WHOLE_FILE) for parent in parents}
 
-    def closure(self, roots: list[Node]) -> set[str]:
-        """Every file whose code any of the roots depends on, transitively (the roots' files included)."""
+    def closure(self, roots: list[Node]) -> set[Node]:
+        """Every definition any of the roots depends on, transitively, the roots included.
+
+        Nodes that name a definition their file does not hold (re-exports,
+        names resolved through a package) are left out; whole files, module
+        level code and infrastructure files stay.
+        """
         seen = set(roots)
         queue = deque(roots)
         while queue:
@@ -343,5 +349,41 @@ class SymbolGraph:
                 if dep not in seen:
                     seen.add(dep)
                     queue.append(dep)
-        return {rel for rel, symbol in seen if symbol in (WHOLE_FILE, MODULE_LEVEL) or model_package(rel) is None
-                or self.parsed(rel).defines(symbol)}
+        return {(rel, symbol) for rel, symbol in seen if symbol in (WHOLE_FILE, MODULE_LEVEL)
+                or model_package(rel) is None or self.parsed(rel).defines(symbol)}
+
+
+def definition_spans(source: str) -> list[tuple[int, int, str]] | None:
+    """(first line, last line, name) of each top-level definition, decorators included; None if unparsable."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return None
+    spans = []
+    for stmt in tree.body:
+        names = _defined_names(stmt)
+        if names and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
+            spans.extend((first, stmt.end_lineno or stmt.lineno, name) for name in names)
+    return spans
+
+
+def touched_definitions(source: str, lines: set[int]) -> set[str] | None:
+    """The top-level definitions of `source` that contain any of `lines` (1-based).
+
+    Blank and comment-only lines outside definitions change nothing. None
+    (the whole file) when another line outside every definition is touched
+    (imports, module-level code) or the source does not parse.
+    """
+    spans = definition_spans(source)
+    if spans is None:
+        return None
+    text = source.splitlines()
+    names: set[str] = set()
+    for line in lines:
+        owners = {name for first, last, name in spans if first <= line <= last}
+        if owners:
+            names |= owners
+        elif 1 <= line <= len(text) and text[line - 1].strip() and not text[line - 1].strip().startswith("#"):
+            return None
+    return names

@@ -18,6 +18,12 @@ Contract:
 * Files outside ``transformers/`` (docs, tests, utils scripts) and tooling
   that models never run (`TOOLING`: trainer, pipelines, CLI, ...) select
   nothing.
+* With a diff (`--since`), `changed_definitions(ref, repo, files)` narrows
+  each changed Python file to the top-level definitions the diff touches: a
+  class is then impacted only when its code includes one of them (a change
+  to ``LlavaMultiModalProjector`` alone selects the classes that use or copy
+  the projector). A diff touching imports or other module-level code, or a
+  file added, removed or not Python, counts as the whole file.
 * `changed_since(ref, repo)` lists the files ``git diff --name-only REF``
   reports in the checkout `repo` (default: the checkout of an editable
   install of transformers); a missing repo or bad ref raises
@@ -30,10 +36,11 @@ parsed) and cached per process.
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 from pathlib import Path, PurePosixPath
 
-from conformance.code_graph import SymbolGraph
+from conformance.code_graph import WHOLE_FILE, SymbolGraph, touched_definitions
 
 # Shared files and folders (relative to the transformers package): a change
 # to any of them selects every class.
@@ -98,15 +105,18 @@ def normalize(path: str) -> str | None:
     return "/".join(parts[1:])
 
 
-def class_closures(root: Path, roots: dict[str, list[str]]) -> dict[str, frozenset[str]]:
-    """Class name -> the files (relative to `root`) its code depends on.
+Closure = frozenset  # of code_graph nodes: (file relative to the transformers package, definition name)
+
+
+def class_closures(root: Path, roots: dict[str, list[str]]) -> dict[str, Closure]:
+    """Class name -> the definitions (`code_graph` nodes, files relative to `root`) its code depends on.
 
     `roots` maps a class name to dotted names of the classes it runs: its own
     (``transformers.models.llava.modeling_llava.LlavaForConditionalGeneration``)
     and the sub-models its default config builds through the auto registry.
     """
     graph = SymbolGraph(root)
-    closures: dict[str, frozenset[str]] = {}
+    closures: dict[str, Closure] = {}
     for name, dotted_names in roots.items():
         nodes = [node for node in map(graph.dotted_symbol, dotted_names) if node]
         closures[name] = frozenset(graph.closure(nodes)) if nodes else frozenset()
@@ -143,7 +153,7 @@ def registry_submodels(config_class) -> list[str]:
 
 
 @functools.lru_cache(maxsize=1)
-def _installed_closures() -> dict[str, frozenset[str]]:
+def _installed_closures() -> dict[str, Closure]:
     """`class_closures` of every discovered class of the installed transformers (cached per process)."""
     from conformance.discover import discover
 
@@ -160,13 +170,20 @@ def is_tooling(rel: str) -> bool:
     return rel.startswith(TOOLING)
 
 
-def impacted_classes(changed_files: list[str]) -> set[str]:
-    """Canonical names of the discovered classes a change to `changed_files` can affect."""
-    return select(changed_files, _installed_closures())
+def impacted_classes(changed_files: list[str], definitions: dict[str, set[str] | None] | None = None) -> set[str]:
+    """Canonical names of the discovered classes a change to `changed_files` can affect (see `select`)."""
+    return select(changed_files, _installed_closures(), definitions)
 
 
-def select(changed_files: list[str], closures: dict[str, frozenset[str]]) -> set[str]:
-    """The classes of `closures` whose files include a changed file (all of them for a shared file)."""
+def select(changed_files: list[str], closures: dict[str, Closure],
+           definitions: dict[str, set[str] | None] | None = None) -> set[str]:
+    """The classes of `closures` whose code includes code of a changed file (all of them for a shared file).
+
+    `definitions` maps a file (relative to the transformers package) to the
+    top-level definitions a diff touched in it (`changed_definitions`); a file
+    it does not map, or maps to None, changed as a whole.
+    """
+    definitions = definitions or {}
     impacted: set[str] = set()
     for path in changed_files:
         rel = normalize(path)
@@ -174,8 +191,69 @@ def select(changed_files: list[str], closures: dict[str, frozenset[str]]) -> set
             continue
         if is_shared(rel):
             return set(closures)
-        impacted.update(name for name, files in closures.items() if rel in files)
+        touched = definitions.get(rel)
+        impacted.update(name for name, nodes in closures.items()
+                        if any(file == rel and (touched is None or symbol == WHOLE_FILE or symbol in touched)
+                               for file, symbol in nodes))
     return impacted
+
+
+_HUNK = re.compile(r"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@", re.M)
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+
+
+def changed_definitions(ref: str, repo: str | Path | None, files: list[str]) -> dict[str, set[str] | None]:
+    """For each changed file of transformers, the top-level definitions the diff against `ref` touches.
+
+    Lines the diff removes are looked up in the file at the diff's base,
+    lines it adds in the file at its other side (the working tree, or ``B``
+    of ``A...B``). A file maps to None (changed as a whole) when it is added
+    or removed, is not Python, or the diff touches code outside every
+    definition (imports, module-level statements); blank and comment lines
+    change nothing.
+    """
+    repo = Path(repo).expanduser() if repo else _installed_checkout()
+    if repo is None:
+        return {}
+    base, three_dots, head = ref.partition("...")
+    if three_dots:
+        merge_base = _git(repo, "merge-base", base, head or "HEAD")
+        base = merge_base.stdout.strip() if merge_base.returncode == 0 else base
+        head = head or "HEAD"
+    found: dict[str, set[str] | None] = {}
+    for path in files:
+        rel = normalize(path)
+        if rel is not None:
+            found[rel] = _touched(repo, ref, path, base, head) if path.endswith(".py") else None
+    return found
+
+
+def _touched(repo: Path, ref: str, path: str, base: str, head: str) -> set[str] | None:
+    """`changed_definitions` of one file; `head` is empty when the diff's other side is the working tree."""
+    diff = _git(repo, "diff", "-U0", "--no-color", ref, "--", path)
+    old = _git(repo, "show", f"{base}:{path}")
+    if head:
+        shown = _git(repo, "show", f"{head}:{path}")
+        new = shown.stdout if shown.returncode == 0 else None
+    else:
+        new = (repo / path).read_text(errors="replace") if (repo / path).is_file() else None
+    if diff.returncode != 0 or old.returncode != 0 or new is None:
+        return None
+    removed: set[int] = set()
+    added: set[int] = set()
+    for match in _HUNK.finditer(diff.stdout):
+        start, count = int(match.group(1)), int(match.group(2) or 1)
+        removed.update(range(start, start + count))
+        start, count = int(match.group(3)), int(match.group(4) or 1)
+        added.update(range(start, start + count))
+    before = touched_definitions(old.stdout, removed)
+    after = touched_definitions(new, added)
+    if before is None or after is None:
+        return None
+    return before | after
 
 
 def _installed_checkout() -> Path | None:

@@ -122,9 +122,16 @@ def select_models(config, source) -> list[str]:
         from conformance import impact
 
         try:
+            definitions = {}
             if since:
-                changed += impact.changed_since(since, config.getoption("transformers_repo"))
-            impacted = impact.impacted_classes(changed)
+                repo = config.getoption("transformers_repo")
+                diffed = impact.changed_since(since, repo)
+                # A diff narrows a file to the definitions it touches; a file named by --changed-files stays whole.
+                whole = {impact.normalize(path) for path in changed}
+                definitions = {rel: names for rel, names in impact.changed_definitions(since, repo, diffed).items()
+                               if rel not in whole}
+                changed += diffed
+            impacted = impact.impacted_classes(changed, definitions)
         except impact.ImpactError as exc:
             raise UsageError(str(exc)) from None
         names = [n for n in names if n in impacted]

@@ -243,3 +243,58 @@ def test_changed_since_errors_are_one_line(tmp_path, make_repo, ref, message):
     with pytest.raises(impact.ImpactError) as info:
         impact.changed_since(ref, repo)
     assert message in str(info.value) and "\n" not in str(info.value)
+
+
+# --- a diff narrows a file to the definitions it touches ---------------------------------------
+
+SOURCE = "\n".join([
+    "@dec",            # 1
+    "def f():",        # 2
+    "    return 1",    # 3
+    "",                # 4
+    "# note",          # 5
+    "class C:",        # 6
+    "    pass",        # 7
+    "import os",       # 8
+    "X = 2",           # 9
+]) + "\n"
+
+
+@pytest.mark.parametrize("lines, touched", [
+    ({3}, {"f"}),             # inside f
+    ({1}, {"f"}),             # f's decorator
+    ({4, 5}, set()),          # a blank line and a comment between definitions
+    ({7, 9}, {"C", "X"}),     # a class and a module constant
+    ({8}, None),              # an import: the whole file
+])
+def test_touched_definitions(lines, touched):
+    assert code_graph.touched_definitions(SOURCE, lines) == touched
+
+
+def test_since_narrows_a_file_to_the_definitions_the_diff_touches(tmp_path, closures):
+    repo = tmp_path / "transformers"
+    for rel, text in TREE.items():
+        path = repo / "src" / "transformers" / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    git(repo, "init", "-q")
+    git(repo, "add", ".")
+    git(repo, "commit", "-q", "-m", "base")
+    target = repo / "src/transformers/models/a/modeling_a.py"
+    original = target.read_text()
+
+    def chosen(text: str) -> set[str]:
+        target.write_text(text)
+        files = impact.changed_since("HEAD", repo)
+        definitions = impact.changed_definitions("HEAD", repo, files)
+        return {n.removesuffix("ForConditionalGeneration") for n in impact.select(files, closures, definitions)}
+
+    # Only AForConditionalGeneration changes: d, which copies AProjector alone, is not selected.
+    assert chosen(original.replace("    hub_kernel()\n", "    hub_kernel()\n    extra = 1\n")) == {"A", "B", "C"}
+    # AProjector changes: its copy in d and everything built on AModel are.
+    assert chosen(original.replace("class AProjector:\n    pass\n",
+                                   "class AProjector:\n    scale = 2\n")) == {"A", "B", "C", "D"}
+    # An import changes: the whole file.
+    assert chosen("import math\n" + original) == {"A", "B", "C", "D"}
+    assert impact.changed_definitions("HEAD", repo, ["src/transformers/models/a/modeling_a.py"]) == {
+        "models/a/modeling_a.py": None}

@@ -153,18 +153,14 @@ class ParsedFile:
             tree = ast.parse(source)
         except SyntaxError:
             tree = ast.Module(body=[], type_ignores=[])
-        spans: list[tuple[int, int, str]] = []
         for stmt in tree.body:
-            names = _defined_names(stmt)
             if isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 continue
-            for name in names or [MODULE_LEVEL]:
+            for name in _defined_names(stmt) or [MODULE_LEVEL]:
                 self.uses.setdefault(name, set()).update(_names_used(stmt))
             if isinstance(stmt, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
                 self.definitions.add(stmt.name)
-            if names:
-                first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
-                spans.append((first, stmt.end_lineno or stmt.lineno, names[0]))
+        spans = _spans(tree)
         for node in ast.walk(tree):
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 for local, target in graph.import_targets(node, rel):
@@ -353,19 +349,23 @@ class SymbolGraph:
                 or model_package(rel) is None or self.parsed(rel).defines(symbol)}
 
 
-def definition_spans(source: str) -> list[tuple[int, int, str]] | None:
-    """(first line, last line, name) of each top-level definition, decorators included; None if unparsable."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return None
+def _spans(tree: ast.Module) -> list[tuple[int, int, str]]:
+    """(first line, last line, name) of each name a top-level statement defines, decorators included."""
     spans = []
     for stmt in tree.body:
         names = _defined_names(stmt)
-        if names and not isinstance(stmt, (ast.Import, ast.ImportFrom)):
+        if names:
             first = min([stmt.lineno] + [d.lineno for d in getattr(stmt, "decorator_list", [])])
             spans.extend((first, stmt.end_lineno or stmt.lineno, name) for name in names)
     return spans
+
+
+def definition_spans(source: str) -> list[tuple[int, int, str]] | None:
+    """`_spans` of a source text; None when it does not parse."""
+    try:
+        return _spans(ast.parse(source))
+    except SyntaxError:
+        return None
 
 
 def touched_definitions(source: str, lines: set[int]) -> set[str] | None:

@@ -80,6 +80,14 @@ def feature_rows(features: Any) -> int:
     raise TypeError(f"cannot count features of type {type(features).__name__}")
 
 
+def per_image(features: Any, images: int) -> int:
+    """Feature vectors per image; ValueError when they do not split evenly."""
+    rows = feature_rows(features)
+    if rows % images:
+        raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
+    return rows // images
+
+
 def _get_image_features(model: torch.nn.Module, name: str = "get_image_features"):
     for owner in (model, getattr(model, "model", None)):
         fn = getattr(owner, name, None)
@@ -110,10 +118,7 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int, method: s
     kwargs = {k: v for k, v in media_kwargs.items() if k in params or takes_kwargs}
     with torch.no_grad():
         features = fn(**kwargs)
-    rows = feature_rows(features)
-    if rows % images:
-        raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
-    return rows // images
+    return per_image(features, images)
 
 
 class _Captured(Exception):
@@ -147,10 +152,7 @@ def count_handed_on(ctx, inputs: dict[str, Any], images: int, kwarg: str = "imag
             handle.remove()
     if not seen:
         raise LookupError(f"model has no get_image_features and its forward hands no submodule `{kwarg}`")
-    rows = feature_rows(seen[0])
-    if rows % images:
-        raise ValueError(f"image features ({rows} vectors) do not split into {images} equal images")
-    return rows // images
+    return per_image(seen[0], images)
 
 
 def supported_ratio_id(ratios: list, tiles: tuple[int, int]) -> int:

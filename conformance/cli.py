@@ -8,6 +8,7 @@
     conformance merge --parts DIR -o OUT.json [--device D --dtype T --backend B]
     conformance explain CLASS CHECK [--device D --dtype T --backend B]
     conformance expectations --update RUN.json [--file PATH]
+    conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance bench [ARGS...]
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
@@ -180,6 +181,43 @@ def cmd_expectations(args) -> int:
     return 0
 
 
+class _Selection:
+    """The selection options of `plan`, read as the plugin reads pytest's (`getoption`)."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def getoption(self, name: str):
+        return getattr(self.args, name)
+
+
+def cmd_plan(args) -> int:
+    import json
+
+    from conformance import shard
+    from conformance.case_source import TransformersCases
+    from conformance.options import UsageError, select_models
+
+    if not args.budget > 0 or args.workers < 1:
+        raise CliError("plan: --budget must be a positive number of seconds and --workers at least 1")
+    try:
+        names = select_models(_Selection(args), TransformersCases())
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
+    seconds = shard.published_estimates(count_graph_breaks=not args.no_graph_break_count)
+    result = shard.plan(names, seconds, args.budget, args.workers)
+    if args.json:
+        print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
+                          "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds}))
+        return 0
+    unknown = [n for n in names if n not in seconds]
+    print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
+          + (f" ({len(unknown)} without a published time, counted as the median)" if unknown else ""))
+    print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
+          f"(budget {args.budget:g} s): " + " ".join(f"--shard {spec}" for spec in result.specs()))
+    return 0
+
+
 def run_bench(argv: list[str]) -> int:
     import importlib
 
@@ -243,6 +281,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--update", required=True, metavar="RUN.json")
     p.add_argument("--file", metavar="PATH", help="expectations file (default: the installed version's)")
     p.set_defaults(func=cmd_expectations)
+
+    p = sub.add_parser("plan", help="impacted classes and how many gate shards fit a time budget")
+    p.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
+    p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
+    p.add_argument("--since", default="", metavar="REF", help="git ref: changes from `git diff REF`")
+    p.add_argument("--transformers-repo", default="", metavar="DIR", help="a transformers checkout, for --since")
+    p.add_argument("--budget", type=float, default=120.0, help="seconds a shard may take (default: 120)")
+    p.add_argument("--workers", type=int, default=2, help="xdist workers per shard (default: 2)")
+    p.add_argument("--no-graph-break-count", action="store_true", help="the shards run with --no-graph-break-count")
+    p.add_argument("--json", action="store_true", help="one JSON object (classes, shards, specs) for a CI matrix")
+    p.set_defaults(func=cmd_plan)
 
     sub.add_parser("bench", help="speed benchmark (arguments go to conformance.bench)", add_help=False)
     return parser

@@ -44,10 +44,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import isolation, report
+from conformance import isolation, report, shard
 from conformance.case_source import CaseSourceHooks, TransformersCases
 from conformance.checks.base import CHECK_IDS, Case, Outcome, one_line, run_check
-from conformance.options import (check_backend, check_ids, check_seconds, check_shard, check_writable,
+from conformance.options import (UsageError, check_backend, check_ids, check_seconds, check_shard, check_writable,
                                   load_expectations, resolve_device, select_models, split)
 from conformance.records import PartsDir, find_record, gated, make_record, peak_memory, plain_nodeid
 
@@ -78,6 +78,9 @@ def pytest_addoption(parser):
     group.addoption("--changed-files", nargs="+", default=[], help="run only classes impacted by these transformers files")
     group.addoption("--since", default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")
     group.addoption("--transformers-repo", default="", help="a transformers checkout, for --since")
+    group.addoption("--no-graph-break-count", action="store_true",
+                    help="skip the trace that only counts a failing compile's graph breaks (verdicts unchanged; "
+                         "for the PR gate: about half its time)")
     group.addoption("--cell-timeout", type=float, default=300.0, help="seconds before a cell becomes `timeout`")
     group.addoption("--cell-timeout-grace", type=float, default=DEFAULT_GRACE,
                     help="seconds after --cell-timeout before a cell that ignores it ends its worker process")
@@ -113,6 +116,7 @@ class Session:
         self.expectations_file: Path | None = None
         self.device = ""
         self._selected: list[str] | None = None
+        self._estimates: dict[str, float] | None = None
         self._built: tuple[str, object] | None = None
         self.building: str | None = None  # the class being built right now (read by the watchdog)
         self.note_active = False  # a cell of this process is running and has a note
@@ -137,10 +141,21 @@ class Session:
         options = self.config.getoption
         if options("models") or options("changed_files") or options("since"):
             self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
+        self.estimates()
         self.expectations_file, self.expectations = load_expectations(self.config.getoption("expectations"),
                                                                       self.source)
         if not self.is_worker:
             check_writable(self.matrix_out)
+
+    def estimates(self) -> dict[str, float]:
+        """Expected seconds per class, from the published matrix (none when there is none); read once."""
+        if self._estimates is None:
+            try:
+                self._estimates = shard.published_estimates(not self.config.getoption("no_graph_break_count"))
+            except report.EnvelopeError as exc:
+                raise UsageError(f"{exc} (shards and the run order come from it: restore it with "
+                                 f"`git checkout {shard.PUBLISHED.relative_to(report.ROOT)}`)") from None
+        return self._estimates
 
     def selected_models(self) -> list[str]:
         """Class names selected by --models and the impact options (sorted)."""
@@ -168,6 +183,8 @@ class Session:
                 if earlier is not None:
                     raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
+                if isinstance(value, Case):
+                    value.count_graph_breaks = not self.config.getoption("no_graph_break_count")
             except isolation.CellTimeout as exc:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
@@ -291,12 +308,11 @@ def _cell_of(item) -> tuple[str, str] | None:
 def pytest_collection_modifyitems(session, config, items):
     checks = _session(config).checks
     kept = [item for item in items if not (_check_of(item) and checks and _check_of(item) not in checks)]
-    shard = config.getoption("shard")
-    if shard:
-        from conformance.shard import select_shard
-
-        kept = select_shard(kept, shard)
-    # Cells of one model run together, checks in their stable order.
+    seconds = _session(config).estimates()
+    shard_spec = config.getoption("shard")
+    if shard_spec:
+        kept = shard.select_shard(kept, shard_spec, seconds)
+    # Cells of one model run together, checks in their stable order; the longest models first.
     order = {c: i for i, c in enumerate(CHECK_IDS)}
 
     def key(item):
@@ -305,6 +321,7 @@ def pytest_collection_modifyitems(session, config, items):
         return (0 if model else 1, model, order.get(_check_of(item), len(order)), item.nodeid)
 
     kept.sort(key=key)
+    kept = shard.longest_first(kept, seconds)
     if len(kept) != len(items):
         kept_ids = {id(i) for i in kept}
         config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept_ids])
@@ -405,6 +422,12 @@ class RunHooks:
                              f"{state.parts.path}\n")
         report.write_atomic(state.parts.environment,
                             report.environment(state.device, state.dtype_name, state.backend))
+
+    def pytest_collection_finish(self, session):
+        # What is alive now (torch, transformers, every discovered class) lives until the end. Freezing it keeps
+        # the collector from walking it again in each collection while dynamo and export trace: ~10% of a cell.
+        gc.collect()
+        gc.freeze()
 
     # -- one cell
 

@@ -15,9 +15,12 @@ fail too. A different verdict fails the cell and the reason says so.
 
 On a graph break the reason names the first break (what, and its
 transformers `file:line`), and `graph_breaks` counts all breaks of a
-non-fullgraph trace (dynamo's counters). Metrics: `max_abs_diff`,
-`graph_breaks`, `first_break` (the first fullgraph failure, when there is
-one), `compile_seconds`.
+non-fullgraph trace (dynamo's counters). That trace decides nothing and is
+often most of the cell's time: with `case.count_graph_breaks` false
+(``--no-graph-break-count``) it is not run and a failing cell has no
+`graph_breaks` metric. Metrics: `max_abs_diff`, `graph_breaks`,
+`first_break` (the first fullgraph failure, when there is one),
+`compile_seconds`.
 """
 
 from __future__ import annotations
@@ -72,7 +75,10 @@ def check_compile_prefill(case: Case) -> dict:
         verdict_after = _compiled_verdict(torch.compile(reference, fullgraph=True, backend=case.backend),
                                           inputs, expected, tol, metrics)
         if verdict_first.startswith("fullgraph compile failed"):
-            _count_breaks(first, case.backend, inputs, metrics)
+            if case.count_graph_breaks:
+                _count_breaks(first, case.backend, inputs, metrics)
+            else:
+                del metrics["graph_breaks"]  # at least one; not counted
 
     if verdict_first == verdict_after == "":
         return metrics

@@ -97,6 +97,19 @@ def test_prefill_fails_naming_the_graph_break():
     assert outcome.metrics["first_break"]
 
 
+def test_prefill_without_break_count_keeps_the_verdict_and_measures_nothing_it_skipped():
+    counted = run_check("compile_prefill", prefill_case(Breaks))
+    case = prefill_case(Breaks)
+    case.count_graph_breaks = False
+    uncounted = run_check("compile_prefill", case)
+    assert (uncounted.verdict, uncounted.reason) == (counted.verdict, counted.reason)
+    assert "graph_breaks" not in uncounted.metrics  # not measured, so not reported as 0
+    assert uncounted.metrics["first_break"] == counted.metrics["first_break"]
+    clean = prefill_case(Clean)
+    clean.count_graph_breaks = False
+    assert run_check("compile_prefill", clean).metrics["graph_breaks"] == 0  # a fullgraph pass is 0 breaks
+
+
 def test_prefill_fails_when_call_order_changes_the_verdict():
     outcome = run_check("compile_prefill", prefill_case(BreaksUntilCalled))
     assert outcome.verdict == "fail"

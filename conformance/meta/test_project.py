@@ -68,6 +68,45 @@ def test_shards_cover_every_cell_once_and_keep_models_whole():
         assert all(sum(1 for x in share if x.callspec.params["model_name"] == m) == 2 for m in models)
 
 
+def test_shards_by_estimate_cover_every_cell_once_and_balance_the_seconds():
+    items = [_Item(f"M{i}", c) for i in range(12) for c in ("build", "export")]
+    seconds = {f"M{i}": float(s) for i, s in enumerate([40, 30, 20, 10, 10, 10, 5, 5, 5, 5, 1, 1])}
+    del seconds["M11"]  # a class without an estimate counts as the median of the others
+    shares = [shard.select_shard(items, f"{i}/3", seconds) for i in (1, 2, 3)]
+    assert sorted(id(x) for s in shares for x in s) == sorted(id(x) for x in items)
+    loads = [sum(seconds.get(m, 5.0) for m in {x.callspec.params["model_name"] for x in s}) for s in shares]
+    assert max(loads) - min(loads) <= 10.0  # greedy: within one mid-sized class (146 s over 3: 51, 50, 45)
+    assert shares == [shard.select_shard(items, f"{i}/3", dict(reversed(seconds.items()))) for i in (1, 2, 3)]
+
+
+def test_longest_classes_run_first_with_their_cells_together():
+    items = [_Item(m, c) for m in ("A", "B", "C") for c in ("build", "export")]
+    ordered = shard.longest_first(items, {"A": 1.0, "B": 9.0, "C": 5.0})
+    assert [(x.callspec.params["model_name"], x.nodeid.split("::")[1][:10]) for x in ordered] == [
+        ("B", "test_build"), ("B", "test_expor"), ("C", "test_build"), ("C", "test_expor"),
+        ("A", "test_build"), ("A", "test_expor")]
+
+
+def test_estimates_leave_out_the_graph_break_count_when_it_is_not_run():
+    envelope = {"models": {"M": {"cells": {
+        "compile_prefill": {"seconds": 9.0, "metrics": {"graph_breaks": 12, "compile_seconds": 0.5}},
+        "export_forward": {"seconds": 2.0, "metrics": {}}}}}}
+    assert shard.estimates(envelope, count_graph_breaks=True) == {"M": 11.0}
+    assert shard.estimates(envelope, count_graph_breaks=False) == {"M": 3.0}
+
+
+def test_plan_takes_the_fewest_shards_that_fit_the_budget():
+    seconds = {f"M{i}": 20.0 for i in range(10)}  # 200 s of cells
+    names = sorted(seconds)
+    assert shard.plan(names, seconds, budget=1000, workers=2, overhead=30).shards == 1
+    one = shard.plan(names, seconds, budget=130, workers=2, overhead=30)  # 2 workers: 30 + 100 per shard
+    assert (one.shards, one.wall_seconds, one.specs()) == (1, 130.0, ["1/1"])
+    assert shard.plan(names, seconds, budget=90, workers=2, overhead=30).shards == 2  # 5 a shard: 30 + 60
+    three = shard.plan(names, seconds, budget=85, workers=2, overhead=30)  # at most 4 a shard: 30 + 40
+    assert (three.shards, three.wall_seconds) == (3, 70.0)
+    assert shard.plan(names, seconds, budget=10, workers=2, overhead=30).shards == 10  # never more than classes
+
+
 @pytest.mark.parametrize("spec", ["0/2", "3/2", "a/b", "1"])
 def test_bad_shard_spec_is_rejected(spec):
     with pytest.raises(ValueError):

@@ -72,7 +72,7 @@ INTERMEDIATE_KEYS = {
 }
 LAYER_KEYS = {
     "num_hidden_layers", "num_layers", "n_layer", "n_layers", "encoder_layers", "decoder_layers",
-    "depth", "num_decoder_layers", "num_encoder_layers", "vision_layers", "text_layers",
+    "depth", "num_decoder_layers", "num_encoder_layers", "vision_layers", "text_layers", "layers",
 }
 HEAD_KEYS = {"num_attention_heads", "num_heads", "n_head", "n_heads", "encoder_attention_heads",
              "decoder_attention_heads", "attention_heads"}

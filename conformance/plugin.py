@@ -154,7 +154,7 @@ class Session:
                 self._estimates = shard.published_estimates(not self.config.getoption("no_graph_break_count"))
             except report.EnvelopeError as exc:
                 raise UsageError(f"{exc} (shards and the run order come from it: restore it with "
-                                 f"`git checkout {shard.PUBLISHED.relative_to(report.ROOT)}`)") from None
+                                 f"`git checkout -- {shard.PUBLISHED}`)") from None
         return self._estimates
 
     def selected_models(self) -> list[str]:
@@ -312,16 +312,20 @@ def pytest_collection_modifyitems(session, config, items):
     shard_spec = config.getoption("shard")
     if shard_spec:
         kept = shard.select_shard(kept, shard_spec, seconds)
-    # Cells of one model run together, checks in their stable order; the longest models first.
+    # Cells of one model run together, the longest models first, checks in their stable order; then the rest.
     order = {c: i for i, c in enumerate(CHECK_IDS)}
 
-    def key(item):
+    def model_of(item) -> str:
         callspec = getattr(item, "callspec", None)
-        model = callspec.params.get("model_name", "") if callspec else ""
-        return (0 if model else 1, model, order.get(_check_of(item), len(order)), item.nodeid)
+        return str(callspec.params.get("model_name", "")) if callspec else ""
+
+    rank = {m: i for i, m in enumerate(shard.longest_first(filter(None, map(model_of, kept)), seconds))}
+
+    def key(item):
+        model = model_of(item)
+        return (0 if model else 1, rank.get(model, 0), order.get(_check_of(item), len(order)), item.nodeid)
 
     kept.sort(key=key)
-    kept = shard.longest_first(kept, seconds)
     if len(kept) != len(items):
         kept_ids = {id(i) for i in kept}
         config.hook.pytest_deselected(items=[i for i in items if id(i) not in kept_ids])

@@ -355,3 +355,42 @@ def test_bench_missing_module_is_one_line(capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "conformance.bench", None)
     code, _, err = run(capsys, "bench")
     assert_one_line_error(code, err, "conformance.bench is not available")
+
+
+# --------------------------------------------------------------------------- plan
+
+
+class _Cases:
+    def names(self):
+        return sorted([ALPHA, BETA, GAMMA])
+
+    def index(self):
+        return {n: n for n in self.names()}
+
+
+@pytest.fixture
+def planned(tmp_path, monkeypatch):
+    """`plan` over the three classes of make_envelope(), timed by that envelope as the published matrix."""
+    from conformance import case_source, shard
+
+    monkeypatch.setattr(case_source, "TransformersCases", _Cases)
+    monkeypatch.setattr(shard, "PUBLISHED", tmp_path / "matrix.json")
+    save(shard.PUBLISHED, make_envelope())
+
+
+def test_plan_prints_the_selection_and_the_shards_that_fit(capsys, planned):
+    code, out, _ = run(capsys, "plan", "--models", "Alpha*,Beta*", "--json")
+    assert code == 0
+    plan = json.loads(out)
+    assert plan["classes"] == [ALPHA, BETA] and plan["shards"] == 1 and plan["specs"] == ["1/1"]
+    code, out, _ = run(capsys, "plan", "--budget", "1", "--workers", "1")  # nothing fits: one shard a class
+    assert code == 0 and "3 shard(s) of 1 workers" in out and "--shard 3/3" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--budget", "0"], "--budget"),
+    (["--models", "Nope*"], "'Nope*'"),
+])
+def test_plan_bad_input_gives_one_line(capsys, planned, argv, message):
+    code, _, err = run(capsys, "plan", *argv)
+    assert_one_line_error(code, err, message)

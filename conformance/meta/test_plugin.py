@@ -147,6 +147,25 @@ def test_no_graph_break_count_reaches_every_case(fake_run, args, counted):
     assert cell["metrics"]["count_graph_breaks"] is counted
 
 
+def test_classes_run_longest_first_by_the_published_seconds(fake_run, monkeypatch):
+    from conformance import plugin
+
+    monkeypatch.setattr(plugin.Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
+    result, _ = fake_run("--models", "Ok*,Raises*,Sleeps*", "--checks", "build", "--collect-only", "-q")
+    order = [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_build[" in line]
+    assert order == ["RaisesForConditionalGeneration", "SleepsForConditionalGeneration", OK]  # Sleeps: the median
+
+
+def test_a_corrupt_published_matrix_is_one_line_naming_it(fake_run, monkeypatch, tmp_path):
+    from conformance import shard
+
+    published = tmp_path / "matrix.json"
+    published.write_text("{not json")
+    monkeypatch.setattr(shard, "PUBLISHED", published)
+    result, out = fake_run("--models", "Ok*")
+    assert_usage_error(result, out, str(published), "git checkout")
+
+
 def test_ci_hypothesis_profile_is_derandomized_without_deadline():
     from hypothesis import settings
 

@@ -74,7 +74,7 @@ def pytest_addoption(parser):
     group.addoption("--checks", default="", help="comma-separated check ids (default: all)")
     group.addoption("--matrix-out", default=str(DEFAULT_OUT), help="where the JSON envelope is written")
     group.addoption("--expectations", default="", help="expectations TOML (default: fixtures/expectations/<major.minor>.toml)")
-    group.addoption("--shard", default="", help="i/N: run the i-th of N deterministic shares of the cells")
+    group.addoption("--shard", default="", help="i/N: run the i-th of N shares of the classes, balanced by the published seconds")
     group.addoption("--changed-files", nargs="+", default=[], help="run only classes impacted by these transformers files")
     group.addoption("--since", default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")
     group.addoption("--transformers-repo", default="", help="a transformers checkout, for --since")
@@ -429,7 +429,7 @@ class RunHooks:
 
     def pytest_collection_finish(self, session):
         # What is alive now (torch, transformers, every discovered class) lives until the end. Freezing it keeps
-        # the collector from walking it again in each collection while dynamo and export trace: ~10% of a cell.
+        # the collector from walking it again in each collection while dynamo and export trace (a few % of a cell).
         gc.collect()
         gc.freeze()
 

@@ -48,6 +48,15 @@ _IMPORT_START = re.compile(r"^[ \t]*(?:from[ \t]+[.\w]+[ \t]+import\b|import[ \t
 Node = tuple[str, str]
 
 
+def file_key(path: Path) -> tuple[int, int] | None:
+    """(size, modification time) of a file, None when it cannot be read: what a cached parse is valid for."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
 def model_package(rel: str) -> str | None:
     """``models/<pkg>/...`` -> pkg, for real model packages (not ``auto``); else None."""
     parts = rel.split("/")
@@ -189,8 +198,9 @@ class ParsedFile:
 class SymbolGraph:
     """Lazily parsed files of one transformers tree and the dependencies of their symbols."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, cache=None):
         self.root = root
+        self.cache = cache  # a code_graph_cache.ParseCache, or None
         self._parsed: dict[str, ParsedFile] = {}
         self._deps: dict[Node, frozenset[Node]] = {}
 
@@ -248,8 +258,14 @@ class SymbolGraph:
     def parsed(self, rel: str) -> ParsedFile:
         if rel not in self._parsed:
             path = self.root / rel
-            source = path.read_text(errors="replace") if path.is_file() else ""
-            self._parsed[rel] = ParsedFile(self, rel, source)
+            key = file_key(path) if self.cache is not None else None
+            found = self.cache.get(rel, key) if self.cache is not None else None
+            if found is None:
+                source = path.read_text(errors="replace") if path.is_file() else ""
+                found = ParsedFile(self, rel, source)
+                if self.cache is not None:
+                    self.cache.put(rel, key, found)
+            self._parsed[rel] = found
         return self._parsed[rel]
 
     def modular_files(self, rel: str) -> list[str]:

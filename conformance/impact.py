@@ -30,7 +30,9 @@ Contract:
   `ImpactError` with one line that says what to fix.
 
 The graph is built lazily (only files reachable from a discovered class are
-parsed) and cached per process.
+parsed), cached per process, and only when a changed file needs it (not for
+a shared file, tooling or a file outside the package). Parsed files are kept
+between runs (`code_graph_cache`): a file is parsed again only when it changed.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ import subprocess
 from pathlib import Path, PurePosixPath
 
 from conformance.code_graph import WHOLE_FILE, SymbolGraph, touched_definitions
+from conformance.code_graph_cache import ParseCache
 
 # Shared files and folders (relative to the transformers package): a change
 # to any of them selects every class.
@@ -115,11 +118,13 @@ def class_closures(root: Path, roots: dict[str, list[str]]) -> dict[str, Closure
     (``transformers.models.llava.modeling_llava.LlavaForConditionalGeneration``)
     and the sub-models its default config builds through the auto registry.
     """
-    graph = SymbolGraph(root)
+    cache = ParseCache.load(root)
+    graph = SymbolGraph(root, cache)
     closures: dict[str, Closure] = {}
     for name, dotted_names in roots.items():
         nodes = [node for node in map(graph.dotted_symbol, dotted_names) if node]
         closures[name] = frozenset(graph.closure(nodes)) if nodes else frozenset()
+    cache.save()
     return closures
 
 
@@ -171,7 +176,19 @@ def is_tooling(rel: str) -> bool:
 
 
 def impacted_classes(changed_files: list[str], definitions: dict[str, set[str] | None] | None = None) -> set[str]:
-    """Canonical names of the discovered classes a change to `changed_files` can affect (see `select`)."""
+    """Canonical names of the discovered classes a change to `changed_files` can affect (see `select`).
+
+    The code graph is built only when a changed file needs it: a shared file
+    selects every class and tooling or files outside the package select none,
+    whatever the graph says.
+    """
+    rels = [normalize(path) for path in changed_files]
+    if any(rel is not None and is_shared(rel) for rel in rels):
+        from conformance.discover import discover
+
+        return {info.name for info in discover()}
+    if all(rel is None or is_tooling(rel) for rel in rels):
+        return set()
     return select(changed_files, _installed_closures(), definitions)
 
 

@@ -84,14 +84,25 @@ ROOTS = {f"{n.upper()}ForConditionalGeneration": [f"transformers.models.{n}.mode
 ROOTS["GForConditionalGeneration"].append("transformers.models.e.modeling_e.E")  # g's default sub-model
 
 
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory) -> Path:
-    root = tmp_path_factory.mktemp("site") / "transformers"
+@pytest.fixture(autouse=True, scope="module")
+def private_parse_cache(tmp_path_factory):
+    """Graph builds of these tests keep their parsed files in a tmp dir, not the user's cache."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path_factory.mktemp("parse-cache")))
+        yield
+
+
+def write_tree(root: Path) -> Path:
     for rel, text in TREE.items():
         path = root / rel
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return root
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory) -> Path:
+    return write_tree(tmp_path_factory.mktemp("site") / "transformers")
 
 
 @pytest.fixture(scope="module")
@@ -165,6 +176,44 @@ def test_unknown_file_selects_nothing(closures):
     assert selected(closures, "src/transformers/models/zzz/modeling_zzz.py") == set()
 
 
+def test_parsed_files_are_kept_between_runs_and_never_change_a_result(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONFORMANCE_CACHE_DIR", str(tmp_path / "cache"))
+    root = write_tree(tmp_path / "transformers")
+    cold = impact.class_closures(root, ROOTS)
+    parsed: list[str] = []
+    original = code_graph.ParsedFile.__init__
+
+    def counting(self, graph, rel, source):
+        parsed.append(rel)
+        original(self, graph, rel, source)
+
+    monkeypatch.setattr(code_graph.ParsedFile, "__init__", counting)
+    assert impact.class_closures(root, ROOTS) == cold and parsed == []  # warm: nothing parsed again
+
+    # A changed file is parsed again, and only it: e now reuses a's projector, so a change to a selects e.
+    changed = root / "models/e/modeling_e.py"
+    changed.write_text("from ..a.modeling_a import AProjector\nclass E:\n    projector = AProjector\n"
+                       "class EForConditionalGeneration(E):\n    pass\n")
+    warm = impact.class_closures(root, ROOTS)
+    assert parsed == ["models/e/modeling_e.py"]
+    assert "EForConditionalGeneration" in impact.select(["transformers/models/a/modeling_a.py"], warm)
+    assert warm == impact.class_closures(root, ROOTS) and len(parsed) == 1
+
+    # A new file can change how imports resolve: everything is parsed again. So is a corrupt cache.
+    (root / "models/e/extra.py").write_text("")
+    assert impact.class_closures(root, ROOTS) == warm and len(parsed) > 5
+    for cache_file in (tmp_path / "cache").iterdir():
+        cache_file.write_bytes(b"not a pickle")
+    assert impact.class_closures(root, ROOTS) == warm
+
+
+def test_parse_cache_off(tmp_path, monkeypatch):
+    monkeypatch.setenv("CONFORMANCE_CACHE_DIR", "")
+    root = write_tree(tmp_path / "transformers")
+    impact.class_closures(root, ROOTS)
+    assert not any(tmp_path.rglob("*.pickle"))
+
+
 @pytest.mark.parametrize("copy, original, related", [
     ("AriaMultiModalProjector", "LlavaMultiModalProjector", True),
     ("Step3p7CausalLMOutputWithPast", "DeepseekOcr2CausalLMOutputWithPast", True),
@@ -200,12 +249,19 @@ def test_a_config_default_sub_model_counts():
     assert "PaliGemmaForConditionalGeneration" in impact.impacted_classes(["transformers/models/siglip/modeling_siglip.py"])
 
 
-def test_installed_shared_and_outside_files():
+def test_installed_shared_and_outside_files(monkeypatch):
     from conformance.discover import discover
 
+    def no_graph():
+        raise AssertionError("the code graph is not needed to answer this")
+
+    monkeypatch.setattr(impact, "_installed_closures", no_graph)
     everything = {info.name for info in discover()}
     assert impact.impacted_classes(["src/transformers/cache_utils.py"]) == everything
+    assert impact.impacted_classes(["transformers/models/llava/modeling_llava.py", "transformers/modeling_utils.py"]
+                                   ) == everything
     assert impact.impacted_classes(["docs/source/en/index.md", "tests/utils/test_cache_utils.py"]) == set()
+    assert impact.impacted_classes(["src/transformers/trainer.py"]) == set()
 
 
 # --- git diff input --------------------------------------------------------------------------

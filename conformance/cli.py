@@ -212,7 +212,7 @@ def cmd_plan(args) -> int:
         return 0
     unknown = [n for n in names if n not in seconds]
     print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
-          + (f" ({len(unknown)} without a published time, counted as the median)" if unknown else ""))
+          + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
     print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
           f"(budget {args.budget:g} s): " + " ".join(f"--shard {spec}" for spec in result.specs()))
     return 0

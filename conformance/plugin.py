@@ -590,6 +590,21 @@ class RunHooks:
     def pytest_unconfigure(self, config):
         os.close(self.session.console_fd)
 
+    def pytest_report_header(self, config):
+        """What a selection or shard option chose, before anything runs (no line without one)."""
+        state, option = self.session, config.getoption
+        if state.is_worker or not (option("models") or option("changed_files") or option("since") or option("shard")):
+            return None
+        names = state.selected_models()
+        how = "impacted by the change" if option("changed_files") or option("since") else "selected"
+        line = f"conformance: {len(names)} classes {how}"
+        if option("shard"):
+            names = shard.share_of(names, option("shard"), state.estimates())
+            line += f"; shard {option('shard')}: {len(names)} of them"
+        if any(name in state.estimates() for name in names):
+            line += f", about {shard.expected_seconds(names, state.estimates()):.0f} s of cells in one process"
+        return line
+
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         envelope = self.session.envelope
         if envelope is not None:

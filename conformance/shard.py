@@ -15,10 +15,11 @@ Contract:
   the N shares cover every item exactly once. With estimates, classes are
   dealt longest first, each to the share with the least expected seconds so
   far (ties: the lower share), so the shares take about the same time; a
-  class without an estimate counts as the median of the others. Without
+  class without an estimate counts as the median of all estimates. Without
   estimates the split is a hash of the class name. Either way the split
   depends only on the items and the estimates, so every shard machine of a
   run computes the same one.
+* `share_of(names, "i/N", seconds)` is the same split over class names.
 * `longest_first(names, seconds)` orders classes longest first (xdist hands
   classes out in the order of the items, so the long ones do not end the run).
 * `plan(names, seconds, budget, workers, overhead)` is the fewest shards
@@ -90,8 +91,7 @@ def published_estimates(count_graph_breaks: bool = True, path: Path | None = Non
 
 
 def _expected(groups, seconds: dict[str, float]) -> dict[str, float]:
-    known = [seconds[g] for g in groups if g in seconds]
-    default = statistics.median(known) if known else UNKNOWN_SECONDS
+    default = statistics.median(seconds.values()) if seconds else UNKNOWN_SECONDS
     return {g: seconds.get(g, default) for g in groups}
 
 
@@ -113,14 +113,25 @@ def deal(expected: dict[str, float], bins: int) -> list[list[str]]:
 # -- items
 
 
-def select_shard(items: list, spec: str, seconds: dict[str, float] | None = None) -> list:
+def share_of(names, spec: str, seconds: dict[str, float] | None = None) -> list[str]:
+    """The classes of `names` in share i of N (see `select_shard`), in the order of `names`."""
     index, total = parse(spec)
-    groups = list(dict.fromkeys(group_of(item) for item in items))
+    groups = list(dict.fromkeys(names))
     if seconds:
         mine = set(deal(_expected(groups, seconds), total)[index - 1])
     else:
         mine = {g for g in groups if zlib.crc32(g.encode()) % total == index - 1}
+    return [g for g in groups if g in mine]
+
+
+def select_shard(items: list, spec: str, seconds: dict[str, float] | None = None) -> list:
+    mine = set(share_of((group_of(item) for item in items), spec, seconds))
     return [item for item in items if group_of(item) in mine]
+
+
+def expected_seconds(names, seconds: dict[str, float]) -> float:
+    """Expected cell seconds of the classes `names` (one without an estimate: the median of all)."""
+    return round(sum(_expected(list(dict.fromkeys(names)), seconds).values()), 1)
 
 
 def longest_first(names, seconds: dict[str, float]) -> list[str]:

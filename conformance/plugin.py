@@ -138,8 +138,7 @@ class Session:
         self.device = resolve_device(self.config.getoption("device"))
         self.dtype = getattr(torch, self.dtype_name)
         check_backend(self.backend)
-        options = self.config.getoption
-        if options("models") or options("changed_files") or options("since"):
+        if self.has_selection():
             self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
         self.estimates()
         self.expectations_file, self.expectations = load_expectations(self.config.getoption("expectations"),
@@ -147,11 +146,20 @@ class Session:
         if not self.is_worker:
             check_writable(self.matrix_out)
 
+    def has_selection(self) -> bool:
+        """Whether --models or an impact option narrows the classes."""
+        option = self.config.getoption
+        return bool(option("models") or option("changed_files") or option("since"))
+
+    @property
+    def count_graph_breaks(self) -> bool:
+        return not self.config.getoption("no_graph_break_count")
+
     def estimates(self) -> dict[str, float]:
         """Expected seconds per class, from the published matrix (none when there is none); read once."""
         if self._estimates is None:
             try:
-                self._estimates = shard.published_estimates(not self.config.getoption("no_graph_break_count"))
+                self._estimates = shard.published_estimates(self.count_graph_breaks)
             except report.EnvelopeError as exc:
                 raise UsageError(f"{exc} (shards and the run order come from it: restore it with "
                                  f"`git checkout -- {shard.PUBLISHED}`)") from None
@@ -184,7 +192,7 @@ class Session:
                     raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
                 if isinstance(value, Case):
-                    value.count_graph_breaks = not self.config.getoption("no_graph_break_count")
+                    value.count_graph_breaks = self.count_graph_breaks
             except isolation.CellTimeout as exc:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
@@ -593,7 +601,7 @@ class RunHooks:
     def pytest_report_header(self, config):
         """What a selection or shard option chose, before anything runs (no line without one)."""
         state, option = self.session, config.getoption
-        if state.is_worker or not (option("models") or option("changed_files") or option("since") or option("shard")):
+        if state.is_worker or not (state.has_selection() or option("shard")):
             return None
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"

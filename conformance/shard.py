@@ -40,8 +40,7 @@ from conformance import report
 
 PUBLISHED = report.ROOT / "reports" / "matrix.json"
 # Seconds a shard spends besides its cells on 2 cores: imports, discovery, the impact graph, starting two xdist
-# workers, writing the envelope. Measured 31-37 s on 2 cores (transformers 5.24); 40 leaves room for estimates
-# a few percent short.
+# workers, writing the envelope. Measured 31-40 s on 2 cores (8 shards, transformers 5.24).
 OVERHEAD_SECONDS = 40.0
 # Cells of a quiet gate took 0.84-1.11 times their published seconds (7 measured shards): plan for 1.15.
 CELL_MARGIN = 1.15
@@ -91,6 +90,7 @@ def published_estimates(count_graph_breaks: bool = True, path: Path | None = Non
 
 
 def _expected(groups, seconds: dict[str, float]) -> dict[str, float]:
+    """Expected seconds of each distinct group, in first-seen order."""
     default = statistics.median(seconds.values()) if seconds else UNKNOWN_SECONDS
     return {g: seconds.get(g, default) for g in groups}
 
@@ -116,7 +116,7 @@ def deal(expected: dict[str, float], bins: int) -> list[list[str]]:
 def share_of(names, spec: str, seconds: dict[str, float] | None = None) -> list[str]:
     """The classes of `names` in share i of N (see `select_shard`), in the order of `names`."""
     index, total = parse(spec)
-    groups = list(dict.fromkeys(names))
+    groups = list(dict.fromkeys(names))  # names may repeat (one per cell)
     if seconds:
         mine = set(deal(_expected(groups, seconds), total)[index - 1])
     else:
@@ -131,12 +131,12 @@ def select_shard(items: list, spec: str, seconds: dict[str, float] | None = None
 
 def expected_seconds(names, seconds: dict[str, float]) -> float:
     """Expected cell seconds of the classes `names` (one without an estimate: the median of all)."""
-    return round(sum(_expected(list(dict.fromkeys(names)), seconds).values()), 1)
+    return round(sum(_expected(names, seconds).values()), 1)
 
 
 def longest_first(names, seconds: dict[str, float]) -> list[str]:
     """Class names, the longest expected first (ties by name)."""
-    return _longest_first(_expected(list(dict.fromkeys(names)), seconds))
+    return _longest_first(_expected(names, seconds))
 
 
 # -- planning

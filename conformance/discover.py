@@ -204,3 +204,47 @@ def by_name() -> dict[str, ModelInfo]:
         for alias in info.aliases:
             index[alias] = info
     return index
+
+
+def class_index() -> dict[str, str]:
+    """Every accepted class name (canonical names and aliases) -> its canonical name."""
+    return {name: info.name for name, info in by_name().items()}
+
+
+def row_metadata(names) -> dict[str, dict]:
+    """The envelope's row metadata of discovered classes (unknown names are left out)."""
+    index = by_name()
+    rows = {}
+    for name in names:
+        info = index.get(name)
+        if info is None:
+            continue
+        rows[info.name] = {
+            "model_type": info.model_type,
+            "modalities": list(info.modalities),
+            "kind": info.kind,
+            "tasks": list(info.tasks),
+            "aliases": list(info.aliases),
+            "declared": info.declared,
+        }
+    return rows
+
+
+def select_classes(patterns: list[str], index: dict[str, str], names: list[str]) -> list[str]:
+    """The names of `names` (in their order) that a glob of `patterns` matches, by name or alias.
+
+    `index` maps every accepted name to its canonical name; no patterns
+    means all of `names`; a pattern that matches nothing raises LookupError
+    naming it.
+    """
+    import fnmatch
+
+    if not patterns:
+        return list(names)
+    chosen = set()
+    for pattern in patterns:
+        hits = {index[n] for n in index if fnmatch.fnmatchcase(n, pattern)}
+        if not hits:
+            raise LookupError(pattern)
+        chosen |= hits
+    return [n for n in names if n in chosen]

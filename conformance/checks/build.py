@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import torch
 
-from conformance.checks.base import Case, ContractViolation, check, logits_of
+from conformance.build.case import Case
+from conformance.checks.common.compare import logits_of
+from conformance.checks.common.outcome import ContractViolation
+from conformance.checks.common.registry import check
 
 
-@check("build")
+@check("build", column=10)
 def check_build(case: Case) -> dict:
     model = case.fresh_model()
     metrics = {"parameters": sum(p.numel() for p in model.parameters())}

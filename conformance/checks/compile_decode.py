@@ -34,9 +34,12 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
-from conformance.checks._cache import cache_kwarg, generate_inputs, greedy, static_cache
-from conformance.checks._dynamo import DynamoWatch, break_reason
-from conformance.checks.base import Case, ContractViolation, NotApplicable, check, logits_of, max_abs_diff
+from conformance.build.case import Case
+from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
+from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.dynamo import DynamoWatch, break_reason
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import check
 
 DECODE_STEPS = 4
 NEW_TOKENS = DECODE_STEPS + 1  # the prefill predicts the first new token
@@ -149,7 +152,7 @@ def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dic
     return {cache_kwarg(decoder): cache}
 
 
-@check("compile_decode")
+@check("compile_decode", column=30, observes=("_can_compile_fullgraph",))
 def check_compile_decode(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0, "recompiles": 0}
     inputs = case.inputs()

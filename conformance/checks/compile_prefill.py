@@ -27,8 +27,12 @@ from __future__ import annotations
 
 import torch
 
-from conformance.checks._dynamo import DynamoWatch, break_reason, count_graph_breaks
-from conformance.checks.base import Case, ContractViolation, check, logits_of, max_abs_diff, one_line
+from conformance.build.case import Case
+from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.dynamo import DynamoWatch, break_reason, count_graph_breaks
+from conformance.checks.common.outcome import ContractViolation
+from conformance.checks.common.registry import check
+from conformance.reasons import one_line
 
 
 def _compiled_verdict(compiled, inputs: dict, expected: torch.Tensor, tol: float, metrics: dict) -> str:
@@ -50,7 +54,7 @@ def _compiled_verdict(compiled, inputs: dict, expected: torch.Tensor, tol: float
     return ""
 
 
-@check("compile_prefill")
+@check("compile_prefill", column=20, observes=("_can_compile_fullgraph",))
 def check_compile_prefill(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0}
     inputs = case.inputs()

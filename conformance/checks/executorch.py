@@ -24,10 +24,12 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.checks.base import Case, ContractViolation, NotApplicable, assert_close, check, one_line
-from conformance.checks.export_generate import (
-    DecoderPart, EmbedPart, ExportedGeneration, VisionPart, single_prompt,
-)
+from conformance.build.case import Case
+from conformance.checks.common.compare import assert_close
+from conformance.checks.common.generation import DecoderPart, EmbedPart, ExportedGeneration, VisionPart, single_prompt
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import check
+from conformance.reasons import one_line
 
 STEPS = 2
 INSTALL_HINT = "pip install 'vlm-conformance[executorch]' (see docs/executorch.md for the versions that work together)"
@@ -88,7 +90,7 @@ def eager_runner(generation: ExportedGeneration):
     return lambda name, *args, **kwargs: parts[name](*args, **kwargs)
 
 
-@check("executorch")
+@check("executorch", column=100)
 def check_executorch(case: Case) -> dict:
     if not executorch_available():
         raise NotApplicable(f"executorch is not installed: {INSTALL_HINT}")

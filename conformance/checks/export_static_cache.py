@@ -31,10 +31,13 @@ from typing import Any
 
 import torch
 
-from conformance.checks import _export
-from conformance.checks._cache import cache_kwarg, static_cache, text_config
-from conformance.checks.base import Case, ContractViolation, NotApplicable, assert_close, check, logits_of
-from conformance.checks.legacy_cache import cache_owner
+from conformance.build.case import Case
+from conformance.build.configs import text_config
+from conformance.checks.common import export as _export
+from conformance.checks.common.cache import cache_kwarg, cache_owner, static_cache
+from conformance.checks.common.compare import assert_close, logits_of
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import check
 
 SPARE_SLOTS = 2  # empty cache slots after the prompt: the mask must hide them
 
@@ -61,7 +64,7 @@ class StaticCacheModule(torch.nn.Module):
         self.constants = constants
         self.cache = static_cache(model, max_len, batch)
         if hasattr(self.cache, "early_initialization"):  # lazy layers cannot be exported
-            heads, head_dim = head_shapes(text_config(model))
+            heads, head_dim = head_shapes(text_config(model.config))
             self.cache.early_initialization(batch, heads, head_dim, model.dtype, model.device)
         for i, layer in enumerate(getattr(self.cache, "layers", [])):
             for name in ("keys", "values", "cumulative_length"):
@@ -89,7 +92,7 @@ class StaticCacheModule(torch.nn.Module):
         return logits_of(self.model(**kwargs))
 
 
-@check("export_static_cache")
+@check("export_static_cache", column=80)
 def check_export_static_cache(case: Case) -> dict:
     inputs = case.inputs()
     if "decoder_input_ids" in inputs:

@@ -36,21 +36,15 @@ from typing import Any
 
 import torch
 
-from conformance.checks._cache import cache_kwarg, has_kv_cache
-from conformance.checks.base import Case, ContractViolation, NotApplicable, assert_close, check, logits_of, one_line
+from conformance.build.case import Case
+from conformance.checks.common.cache import cache_kwarg, cache_owner
+from conformance.checks.common.compare import assert_close, logits_of
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import check
+from conformance.reasons import one_line
 
 DECODE_STEPS = 2
 CLEAR_REJECTION = re.compile(r"cache|past_key_values", re.IGNORECASE)
-
-
-def cache_owner(model: torch.nn.Module) -> tuple[torch.nn.Module, str]:
-    """The module whose forward takes the cache: the model, or its language model."""
-    if has_kv_cache(model):
-        return model, "model"
-    language_model = getattr(model, "language_model", None)
-    if isinstance(language_model, torch.nn.Module) and has_kv_cache(language_model):
-        return language_model, "language_model"
-    raise NotApplicable("the model's forward takes no cache, and it has no language_model that does")
 
 
 def owner_inputs(inputs: dict[str, Any], owner_name: str) -> dict[str, Any]:
@@ -258,7 +252,7 @@ def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.T
         f"from the original cache's by {diff:.3g} > {tol:g}", metrics)
 
 
-@check("legacy_cache")
+@check("legacy_cache", column=50, lists=("raw_tuple", "what a raw legacy tuple passed to forward does"))
 def check_legacy_cache(case: Case) -> dict:
     model = case.fresh_model().eval()
     owner, owner_name = cache_owner(model)

@@ -23,8 +23,10 @@ from typing import Callable
 
 import torch
 
-from conformance.checks._cache import generate_inputs, greedy, has_kv_cache
-from conformance.checks.base import Case, ContractViolation, NotApplicable, check
+from conformance.build.case import Case
+from conformance.checks.common.cache import generate_inputs, greedy, has_kv_cache
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import check
 
 NEW_TOKENS = 10
 
@@ -86,7 +88,7 @@ def uses_kv_cache(model: torch.nn.Module) -> bool:
     return has_kv_cache(model) or any(isinstance(m, GenerationMixin) for m in model.modules() if m is not model)
 
 
-@check("static_cache")
+@check("static_cache", column=40, observes=("_supports_static_cache",))
 def check_static_cache(case: Case) -> dict:
     first = case.fresh_model()
     if not hasattr(first, "generate"):

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 
 import pytest
 
-pytest_plugins = ["conformance.plugin"]
+pytest_plugins = ["conformance.run.plugin"]
 
 NAMES = {names!r}
 
@@ -40,7 +40,7 @@ class FakeCases:
         return sorted(NAMES)
 
     def build(self, name, device, dtype, backend):
-        from conformance.checks.base import Case
+        from conformance.build.case import Case
 
         if name.startswith("BuildFails"):
             raise RuntimeError("no tiny config for this fake")
@@ -92,17 +92,18 @@ def draws(case):
 
 @pytest.fixture(autouse=True)
 def fake_checks(monkeypatch):
-    from conformance.checks import base
+    import dataclasses
 
-    monkeypatch.setitem(base.CHECKS, "build", draws)
-    monkeypatch.setitem(base.CHECKS, "compile_prefill", behave)
-    monkeypatch.setattr(base, "load_all_checks", lambda: base.CHECKS)
+    from conformance.checks.common import registry
+
+    for check_id, run in (("build", draws), ("compile_prefill", behave)):
+        monkeypatch.setitem(registry.CHECKS, check_id, dataclasses.replace(registry.get(check_id), run=run))
 '''
 
 TESTS = '''
 import pytest
 
-from conformance.plugin import run_cell
+from conformance.run.cells import run_cell
 
 
 @pytest.mark.conformance_check("build")

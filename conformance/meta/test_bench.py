@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conformance import bench
+from conformance.tools import bench
 
 pytestmark = pytest.mark.meta
 

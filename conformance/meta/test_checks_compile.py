@@ -13,12 +13,14 @@ from typing import Callable
 import pytest
 import torch
 
-from conformance.checks.base import Case, load_all_checks, run_check
+from conformance.build.case import Case
+from conformance.build.samples import Sample
+from conformance.build.tiny import TinyModel
+from conformance.checks.common.outcome import run_check
+from conformance.checks.common.registry import load_all
 from conformance.discover import ModelInfo
-from conformance.samples import Sample
-from conformance.tiny import TinyModel
 
-load_all_checks()
+load_all()
 
 
 @dataclass

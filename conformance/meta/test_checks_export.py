@@ -8,10 +8,10 @@ from typing import Callable
 import pytest
 import torch
 
-from conformance.checks.base import Case, run_check
-from conformance.samples import Sample
-
 import conformance.checks.export_forward  # noqa: F401  (registers the checks)
+from conformance.build.case import Case
+from conformance.build.samples import Sample
+from conformance.checks.common.outcome import run_check
 
 
 class Exportable(torch.nn.Module):
@@ -65,7 +65,7 @@ def test_data_dependent_branch_fails_with_the_exporters_reason(check_id, strict)
 
 
 def test_exporter_reason_points_at_the_transformers_frame_named_in_the_message():
-    from conformance.checks._export import exporter_reason
+    from conformance.checks.common.export import exporter_reason
 
     message = ('Unsupported context manager\n  File "/x/site-packages/transformers/models/a/modeling_a.py", line 7, in f\n'
                '  File "/x/site-packages/transformers/utils/b.py", line 9, in g\n')

@@ -6,8 +6,12 @@ import pytest
 import torch
 
 from conformance.checks import executorch as et_check
-from conformance.checks.export_generate import (
-    ExportedGeneration, eager_tokens, generation_owner, image_features, single_prompt,
+from conformance.checks.common.generation import (
+    ExportedGeneration,
+    eager_tokens,
+    generation_owner,
+    image_features,
+    single_prompt,
 )
 
 pytestmark = pytest.mark.meta
@@ -98,7 +102,7 @@ def test_a_wrong_step_program_changes_the_tokens():
 
 
 def test_executorch_cell_is_a_skip_naming_the_install_when_missing(monkeypatch):
-    from conformance.checks.base import run_check
+    from conformance.checks.common.outcome import run_check
 
     monkeypatch.setattr(et_check, "executorch_available", lambda: False)
     case = type("FakeCase", (), {"seed": 0})()

@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conformance.checks.base import run_check
-from conformance.meta.test_checks_export import case_of
-
 import conformance.checks.legacy_cache  # noqa: F401  (registers the check)
+from conformance.checks.common.outcome import run_check
+from conformance.meta.test_checks_export import case_of
 
 
 class CachedDecoder(torch.nn.Module):

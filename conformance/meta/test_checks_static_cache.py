@@ -6,7 +6,7 @@ import torch
 from transformers import LlamaForCausalLM
 from transformers.cache_utils import StaticCache
 
-from conformance.checks.base import run_check
+from conformance.checks.common.outcome import run_check
 from conformance.checks.static_cache import score_diff
 from conformance.meta.test_checks_compile import llama_factory, prompt_inputs, synthetic_case
 

@@ -9,8 +9,11 @@ import types
 
 import pytest
 
-from conformance import cli, explain, render, report
+import conformance.discover
 from conformance.meta.test_report import ENV, cell, make_envelope
+from conformance.report import envelope as report
+from conformance.report import io, render
+from conformance.tools import cli, explain
 
 pytestmark = pytest.mark.meta
 
@@ -179,10 +182,10 @@ def test_merge_refuses_another_environment(tmp_path, capsys):
 
 
 def test_merge_parts_after_a_killed_run(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(report, "model_rows", lambda names: {})  # discovery is slow and not under test
+    monkeypatch.setattr(conformance.discover, "row_metadata", lambda names: {})  # discovery is slow and not under test
     parts = tmp_path / "matrix.json.parts"
     for worker, model in (("gw0", ALPHA), ("gw1", BETA)):
-        report.write_record(parts / f"{worker}.jsonl", {"model": model, "check": "build", "verdict": "pass"})
+        io.append_record(parts / f"{worker}.jsonl", {"model": model, "check": "build", "verdict": "pass"})
     with open(parts / "gw1.jsonl", "a") as handle:
         handle.write('{"model": "' + BETA + '", "check": "compile_prefill", "verd')  # torn by kill -9
     (parts / report.PARTS_ENVIRONMENT).write_text(json.dumps(ENV))
@@ -193,9 +196,9 @@ def test_merge_parts_after_a_killed_run(tmp_path, capsys, monkeypatch):
 
 
 def test_merge_parts_without_environment_file_describes_this_machine(tmp_path, capsys, monkeypatch):
-    monkeypatch.setattr(report, "model_rows", lambda names: {})
+    monkeypatch.setattr(conformance.discover, "row_metadata", lambda names: {})
     parts = tmp_path / "p"
-    report.write_record(parts / "main.jsonl", {"model": ALPHA, "check": "build", "verdict": "fail", "reason": "r"})
+    io.append_record(parts / "main.jsonl", {"model": ALPHA, "check": "build", "verdict": "fail", "reason": "r"})
     code, _, err = run(capsys, "merge", "--parts", parts, "--dtype", "bfloat16", "-o", tmp_path / "m.json")
     assert code == 0 and "no environment.json" in err
     env = report.load_envelope(tmp_path / "m.json")["environment"]
@@ -229,15 +232,7 @@ def test_explain_unknown_class(capsys, monkeypatch):
     assert_one_line_error(code, err, "unknown class 'AlphaForConditionalGeneraton'", f"did you mean {ALPHA}")
 
 
-def test_explain_check_without_implementation(capsys, monkeypatch):
-    import conformance.checks.base as base
-
-    monkeypatch.setattr(base, "load_all_checks", lambda: {})
-    code, _, err = run(capsys, "explain", ALPHA, "build")
-    assert_one_line_error(code, err, "no implementation")
-
-
-@pytest.mark.parametrize("device, message", [("tpu:x", "not a device"), ("cuda:0", "no CUDA device")])
+@pytest.mark.parametrize("device, message", [("tpu:x", "is not a device"), ("cuda:0", "no CUDA device")])
 def test_explain_bad_device(capsys, monkeypatch, device, message):
     import torch
 
@@ -246,7 +241,7 @@ def test_explain_bad_device(capsys, monkeypatch, device, message):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
     code, _, err = run(capsys, "explain", ALPHA, "build", "--device", device)
-    assert_one_line_error(code, err, f"--device '{device}'", message)
+    assert_one_line_error(code, err, "--device", device, message)
 
 
 def test_explain_bad_dtype(capsys):
@@ -256,47 +251,47 @@ def test_explain_bad_dtype(capsys):
 
 def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
     """A fake check on a fake case: explain shows everything and exits 1."""
-    import conformance.checks.base as base
+    import dataclasses
+
+    import conformance.build.case
     import conformance.discover
+    from conformance.checks.common import registry
 
     def failing_check(case):
         raise RuntimeError("Unsupported: data-dependent branch")
 
     info = types.SimpleNamespace(name=ALPHA)
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: info})
-    monkeypatch.setattr(base, "load_all_checks", lambda: {"compile_prefill": failing_check})
-    monkeypatch.setitem(base.CHECKS, "compile_prefill", failing_check)
-    monkeypatch.setattr(explain, "build_case", lambda *args: types.SimpleNamespace(seed=0))
+    monkeypatch.setitem(registry.CHECKS, "compile_prefill",
+                        dataclasses.replace(registry.get("compile_prefill"), run=failing_check))
+    monkeypatch.setattr(conformance.build.case, "build_case", lambda *args: types.SimpleNamespace(seed=0))
     monkeypatch.setattr(explain, "_expectation", lambda model, check: (None, ""))
     code, out, _ = run(capsys, "explain", ALPHA, "compile_prefill", "--device", "cpu")
     assert code == 1
     assert f"== {ALPHA} / compile_prefill on cpu, float32, backend eager" in out
     assert "verdict: fail" in out and "reason: RuntimeError: Unsupported: data-dependent branch" in out
     assert "traceback:\nTraceback (most recent call last):" in out and "in failing_check" in out
-    location = explain.locate_test("compile_prefill")
-    target = f"{location[0]}::{location[1]}" if location else "conformance"
+    target = "conformance/test_matrix.py::test_compile_prefill"
     assert f"reproduce: pytest {target} --models {ALPHA} --checks compile_prefill --device cpu -p no:randomly" in out
 
 
 def test_explain_build_error_is_reported_not_raised(capsys, monkeypatch):
-    import conformance.checks.base as base
+    import conformance.build.case
     import conformance.discover
 
     def no_config(*args):
         raise KeyError("vision_config")
 
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
-    monkeypatch.setattr(base, "load_all_checks", lambda: {"build": lambda case: {}})
-    monkeypatch.setattr(explain, "build_case", no_config)
+    monkeypatch.setattr(conformance.build.case, "build_case", no_config)
     monkeypatch.setattr(explain, "_expectation", lambda model, check: (None, ""))
     code, out, _ = run(capsys, "explain", ALPHA, "build", "--device", "cpu")
     assert code == 1 and "verdict: error" in out and "KeyError: 'vision_config'" in out and "in no_config" in out
 
 
 def test_reproducer_points_at_the_test_of_the_check():
-    assert explain.locate_test("build") == ("conformance/test_build.py", "test_build")
     assert explain.reproducer(ALPHA, "build", "auto", "float32", "eager") == (
-        f"pytest conformance/test_build.py::test_build --models {ALPHA} --checks build -p no:randomly")
+        f"pytest conformance/test_matrix.py::test_build --models {ALPHA} --checks build -p no:randomly")
     assert explain.reproducer(ALPHA, "build", "cuda", "bfloat16", "inductor").endswith(
         "--checks build --device cuda --dtype bfloat16 --backend inductor -p no:randomly")
 
@@ -320,7 +315,7 @@ def test_list(capsys, monkeypatch):
 
 
 def test_expectations_update_is_delegated(tmp_path, capsys, monkeypatch):
-    from conformance import gate
+    from conformance.gate import expectations as gate
 
     run_json = save(tmp_path / "run.json", make_envelope())
     seen = []
@@ -339,9 +334,9 @@ def test_expectations_update_is_delegated(tmp_path, capsys, monkeypatch):
 
 
 def test_bench_is_delegated(capsys, monkeypatch):
-    fake = types.ModuleType("conformance.bench")
+    fake = types.ModuleType("conformance.tools.bench")
     fake.main = lambda argv: 3 if argv == ["--models", "X", "--help"] else 0
-    monkeypatch.setitem(sys.modules, "conformance.bench", fake)
+    monkeypatch.setitem(sys.modules, "conformance.tools.bench", fake)
     import conformance
 
     monkeypatch.setattr(conformance, "bench", fake, raising=False)
@@ -352,9 +347,9 @@ def test_bench_missing_module_is_one_line(capsys, monkeypatch):
     import conformance
 
     monkeypatch.delattr(conformance, "bench", raising=False)
-    monkeypatch.setitem(sys.modules, "conformance.bench", None)
+    monkeypatch.setitem(sys.modules, "conformance.tools.bench", None)
     code, _, err = run(capsys, "bench")
-    assert_one_line_error(code, err, "conformance.bench is not available")
+    assert_one_line_error(code, err, "conformance.tools.bench is not available")
 
 
 # --------------------------------------------------------------------------- plan
@@ -371,7 +366,8 @@ class _Cases:
 @pytest.fixture
 def planned(tmp_path, monkeypatch):
     """`plan` over the three classes of make_envelope(), timed by that envelope as the published matrix."""
-    from conformance import case_source, shard
+    from conformance.build import case as case_source
+    from conformance.run import shards as shard
 
     monkeypatch.setattr(case_source, "TransformersCases", _Cases)
     monkeypatch.setattr(shard, "PUBLISHED", tmp_path / "matrix.json")

@@ -1,4 +1,4 @@
-"""Meta tests of conformance.gate: expectations validation, the ratchet, the update command.
+"""Meta tests of conformance.gate.expectations: expectations validation, the ratchet, the update command.
 
 The two `pytester` tests run the real plugin on real tiny models (a few
 seconds each): one injects a regression and checks that exactly that cell
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import gate
+from conformance.gate import expectations as gate
 
 pytestmark = pytest.mark.meta
 pytest_plugins = ["pytester"]
@@ -84,8 +84,11 @@ def cell(verdict: str, reason: str = "") -> dict:
 
 
 def write_run(path: Path, cells: dict[str, dict[str, dict]], version: str = "5.24.0") -> Path:
-    envelope = {"schema": "vlm-conformance/1", "environment": {"transformers": version},
-                "models": {model: {"cells": row} for model, row in cells.items()}}
+    from conformance.meta.test_report import ENV
+    from conformance.report.envelope import build_envelope
+
+    records = [{"model": model, "check": check, **cell} for model, row in cells.items() for check, cell in row.items()]
+    envelope = build_envelope(records, {**ENV, "transformers": version}, sorted({r["check"] for r in records}), {})
     path.write_text(json.dumps(envelope))
     return path
 
@@ -130,8 +133,8 @@ def test_update_without_path_uses_the_run_version(tmp_path, monkeypatch):
     assert gate.update_expectations(run) == tmp_path / "expectations" / "4.57.toml"
 
 
-@pytest.mark.parametrize("content, message", [(None, "no such run file"), ("{", "not valid JSON"),
-                                              ('{"a": 1}', "not a conformance envelope")])
+@pytest.mark.parametrize("content, message", [(None, "no such file"), ("{", "not valid JSON"),
+                                              ('{"a": 1}', "expected 'vlm-conformance/1'")])
 def test_update_from_bad_run_is_one_clear_line(tmp_path, content, message):
     run = tmp_path / "run.json"
     if content is not None:
@@ -152,7 +155,11 @@ import pytest
 import torch
 from transformers import LlavaForConditionalGeneration
 
-pytest_plugins = ["conformance.plugin"]
+pytest_plugins = ["conformance.run.plugin"]
+
+
+def pytest_conformance_case_source(config):
+    return None  # the installed transformers' classes; implementing the hook says this run is the suite
 
 
 @pytest.fixture(autouse=True)
@@ -170,7 +177,7 @@ def nan_logits_regression(monkeypatch):
 '''
 TEST_BUILD = '''
 import pytest
-from conformance.plugin import run_cell
+from conformance.run.cells import run_cell
 
 
 @pytest.mark.conformance_check("build")
@@ -185,11 +192,11 @@ def preloaded():
     a run imports, and torch's operator registries cannot be imported twice."""
     import torch._dynamo  # noqa: F401
 
-    from conformance.checks.base import load_all_checks
+    from conformance.checks.common.registry import load_all
     from conformance.discover import discover
 
     discover()
-    load_all_checks()
+    load_all()
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Meta tests of conformance.impact: the import graph, selection rules, `git diff` input.
+"""Meta tests of conformance.gate.impact: the import graph, selection rules, `git diff` input.
 
 Most tests run on a synthetic transformers tree in a tmp dir; a few run on
 the installed transformers (one discovery and one graph build per process).
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import code_graph, impact
+from conformance.gate import code_graph, impact
 
 pytestmark = pytest.mark.meta
 
@@ -203,7 +203,7 @@ def test_parsed_files_are_kept_between_runs_and_never_change_a_result(tmp_path, 
     (root / "models/e/extra.py").write_text("")
     assert impact.class_closures(root, ROOTS) == warm and len(parsed) > 5
     for cache_file in (tmp_path / "cache").iterdir():
-        cache_file.write_bytes(b"not a pickle")
+        cache_file.write_text("{not json")
     assert impact.class_closures(root, ROOTS) == warm
 
 
@@ -211,7 +211,7 @@ def test_parse_cache_off(tmp_path, monkeypatch):
     monkeypatch.setenv("CONFORMANCE_CACHE_DIR", "")
     root = write_tree(tmp_path / "transformers")
     impact.class_closures(root, ROOTS)
-    assert not any(tmp_path.rglob("*.pickle"))
+    assert not any(tmp_path.rglob("code-graph-*"))
 
 
 @pytest.mark.parametrize("copy, original, related", [

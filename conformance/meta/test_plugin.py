@@ -148,18 +148,18 @@ def test_no_graph_break_count_reaches_every_case(fake_run, args, counted):
 
 
 def test_classes_run_longest_first_by_the_published_seconds(fake_run, monkeypatch):
-    from conformance import plugin
+    from conformance.run.session import Session
 
-    monkeypatch.setattr(plugin.Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
+    monkeypatch.setattr(Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
     result, _ = fake_run("--models", "Ok*,Raises*,Sleeps*", "--checks", "build", "--collect-only", "-q")
     order = [line.split("[")[1].rstrip("]") for line in result.stdout.lines if "::test_build[" in line]
     assert order == ["RaisesForConditionalGeneration", "SleepsForConditionalGeneration", OK]  # Sleeps: the median
 
 
 def test_the_header_says_what_the_selection_and_the_shard_chose(fake_run, monkeypatch):
-    from conformance import plugin
+    from conformance.run.session import Session
 
-    monkeypatch.setattr(plugin.Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
+    monkeypatch.setattr(Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
     result, _ = fake_run("--models", "Ok*,Raises*,Sleeps*", "--checks", "build", "--shard", "2/2", "--collect-only")
     # Dealt longest first: Raises (9 s) to share 1, Sleeps (the median, 5 s) to share 2, Ok (1 s) to share 2.
     assert "conformance: 3 classes selected; shard 2/2: 2 of them, about 6 s of cells in one process" in \
@@ -171,7 +171,7 @@ def test_the_header_says_what_the_selection_and_the_shard_chose(fake_run, monkey
 
 
 def test_a_corrupt_published_matrix_is_one_line_naming_it(fake_run, monkeypatch, tmp_path):
-    from conformance import shard
+    from conformance.run import shards as shard
 
     published = tmp_path / "matrix.json"
     published.write_text("{not json")

@@ -6,14 +6,20 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance.fixtures import FixtureError, load_model_fixture
-from conformance.processors import (
-    ProcessorSpec, ProcessorUnavailable, build_processor, local_tokenizer, processor_class,
-    processor_token_strings, tiny_media_processor, token_ids,
+from conformance.build.model_data import FixtureError, load_model_fixture
+from conformance.build.processors import (
+    ProcessorSpec,
+    ProcessorUnavailable,
+    build_processor,
+    local_tokenizer,
+    processor_class,
+    processor_token_strings,
+    tiny_media_processor,
+    token_ids,
 )
-from conformance.samples import BATCH, SampleContext
-from conformance.strategies import SELECTORS, get_strategy
-from conformance.strategies._media import count_placeholders
+from conformance.build.samples import BATCH, SampleContext
+from conformance.build.strategies import SELECTORS, get_strategy
+from conformance.build.strategies._media import count_placeholders
 
 LLAVA = "LlavaForConditionalGeneration"
 CLASS_TOKEN = {"kwargs": {"num_additional_image_tokens": 1}}  # CLIP adds a class token, the encoder drops it
@@ -23,8 +29,8 @@ CLASS_TOKEN = {"kwargs": {"num_additional_image_tokens": 1}}  # CLIP adds a clas
 def llava():
     """The tiny LLaVA config and model (eager only, no compile: about a second)."""
     torch.set_num_threads(1)
+    from conformance.build.tiny import new_model, tiny_config
     from conformance.discover import by_name
-    from conformance.tiny import new_model, tiny_config
 
     tiny = tiny_config(by_name()[LLAVA])
     return tiny, new_model(tiny)
@@ -60,7 +66,7 @@ def test_tokens_the_config_does_not_name_get_free_ids():
 
 
 def test_tokens_a_processor_asks_for_are_recognised():
-    from conformance.processors import _missing_token
+    from conformance.build.processors import _missing_token
 
     assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token")) == "boi_token"
     assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token_id")) == "boi_token"

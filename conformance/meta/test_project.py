@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance import fixtures, shard
+from conformance.build import model_data as fixtures
+from conformance.run import shards as shard
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,9 +60,13 @@ class _Item:
         self.callspec = type("C", (), {"params": {"model_name": model}})()
 
 
+def _model(item) -> str:
+    return item.callspec.params["model_name"]
+
+
 def test_shards_cover_every_cell_once_and_keep_models_whole():
     items = [_Item(f"M{i}", c) for i in range(40) for c in ("build", "export")]
-    shares = [shard.select_shard(items, f"{i}/3") for i in (1, 2, 3)]
+    shares = [shard.select_shard(items, f"{i}/3", group=_model) for i in (1, 2, 3)]
     assert sorted(id(x) for s in shares for x in s) == sorted(id(x) for x in items)
     for share in shares:
         models = {x.callspec.params["model_name"] for x in share}
@@ -72,11 +77,11 @@ def test_shards_by_estimate_cover_every_cell_once_and_balance_the_seconds():
     items = [_Item(f"M{i}", c) for i in range(12) for c in ("build", "export")]
     seconds = {f"M{i}": float(s) for i, s in enumerate([40, 30, 20, 10, 10, 10, 5, 5, 5, 5, 1, 1])}
     del seconds["M11"]  # a class without an estimate counts as the median of all estimates (10 s)
-    shares = [shard.select_shard(items, f"{i}/3", seconds) for i in (1, 2, 3)]
+    shares = [shard.select_shard(items, f"{i}/3", seconds, group=_model) for i in (1, 2, 3)]
     assert sorted(id(x) for s in shares for x in s) == sorted(id(x) for x in items)
     loads = [sum(seconds.get(m, 10.0) for m in {x.callspec.params["model_name"] for x in s}) for s in shares]
     assert max(loads) - min(loads) <= 10.0  # greedy: within one mid-sized class (here 51, 50, 50 of 151 s)
-    assert shares == [shard.select_shard(items, f"{i}/3", dict(reversed(seconds.items()))) for i in (1, 2, 3)]
+    assert shares == [shard.select_shard(items, f"{i}/3", dict(reversed(seconds.items())), group=_model) for i in (1, 2, 3)]
 
 
 def test_longest_classes_run_first():

@@ -14,13 +14,13 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
-from conformance import isolation, report
 from conformance.meta.fake_cases import TESTS, conftest
-from conformance.records import PartsDir, find_record, peak_memory, plain_nodeid
+from conformance.report import io
+from conformance.run import isolation
+from conformance.run.records import PartsDir, find_record, peak_memory, plain_nodeid
 
 # --------------------------------------------------------------------------- Deadline
 
@@ -80,7 +80,7 @@ def _run_python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
 def test_hard_limit_records_then_ends_the_process():
     done = _run_python("""
         import time
-        from conformance import isolation
+        from conformance.run import isolation
 
         deadline = isolation.Deadline(0.2, 0.3, on_hard_timeout=lambda: print("recorded", flush=True)).start()
         with deadline.interruptible():
@@ -98,7 +98,7 @@ def test_a_hang_holding_the_gil_is_ended_by_faulthandler_with_a_dump(tmp_path):
     dump = tmp_path / "dump.txt"
     done = _run_python(f"""
         import ctypes
-        from conformance import isolation
+        from conformance.run import isolation
 
         handle = isolation.open_dump_file(__import__("pathlib").Path({str(dump)!r}))
         deadline = isolation.Deadline(0.2, 0.3, on_hard_timeout=lambda: print("unreachable"), dump_file=handle)
@@ -153,8 +153,8 @@ def test_running_note_round_trips_and_a_torn_note_reads_as_none(tmp_path):
 
 def test_find_record_skips_a_torn_last_line(tmp_path):
     part = tmp_path / "gw0.jsonl"
-    report.write_record(part, {"model": "A", "check": "build", "verdict": "pass", "nodeid": "n1"})
-    report.write_record(part, {"model": "A", "check": "build", "verdict": "fail", "nodeid": "n1"})
+    io.append_record(part, {"model": "A", "check": "build", "verdict": "pass", "nodeid": "n1"})
+    io.append_record(part, {"model": "A", "check": "build", "verdict": "fail", "nodeid": "n1"})
     with open(part, "a") as handle:
         handle.write('{"model": "A", "check": "compile_prefill", "verdict": "pa')  # killed mid-write
     assert find_record(part, "n1")["verdict"] == "fail"
@@ -213,7 +213,7 @@ class FakeNode:
 
 
 def test_crashed_test_is_not_rerun_and_finished_groups_are_not_requeued(pytester):
-    from conformance.xdist_sched import CrashTolerantGroupScheduling
+    from conformance.run.scheduling import CrashTolerantGroupScheduling
 
     config = pytester.parseconfig("--tx=2*popen", "--dist=loadgroup")
     sched = CrashTolerantGroupScheduling(config)
@@ -386,8 +386,9 @@ def test_an_interrupted_run_keeps_its_finished_cells(fake_project, monkeypatch, 
         assert _verdicts(json.loads((fake_project.path / "report.json").read_text())["conformance"]) == finished
         return
     assert process.returncode == -signal.SIGKILL and not out.exists()
-    assert [r["verdict"] for r in report.read_records([parts / "main.jsonl"])] == ["pass"] * 3
-    from conformance import cli, discover
+    assert [r["verdict"] for r in io.read_records([parts / "main.jsonl"])] == ["pass"] * 3
+    from conformance import discover
+    from conformance.tools import cli
 
     monkeypatch.setattr(discover, "by_name", lambda: {})  # the fake classes are not in transformers
     rebuilt = tmp_path / "rebuilt.json"

@@ -1,4 +1,4 @@
-"""Meta tests of conformance.render, and the check that the README shows the published run."""
+"""Meta tests of conformance.report.render, and the check that the README shows the published run."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import copy
 
 import pytest
 
-from conformance import render, report
+from conformance import locations
 from conformance.meta.test_report import cell, make_envelope
+from conformance.report import envelope as report
+from conformance.report import render
 
 pytestmark = pytest.mark.meta
 
@@ -23,15 +25,15 @@ def _section(markdown: str, title: str) -> str:
 
 def test_readme_section_matches_published_run():
     """The README's matrix is exactly what `conformance publish reports/matrix.json` writes."""
-    envelope_path = report.ROOT / "reports" / "matrix.json"
+    envelope_path = locations.PUBLISHED_MATRIX
     if not envelope_path.exists():
         pytest.fail(f"{envelope_path} is missing: publish a run with `conformance publish RUN.json` "
                     "(it writes reports/matrix.json, reports/MATRIX.md and the README section)", pytrace=False)
     envelope = report.load_envelope(envelope_path)
-    readme = (report.ROOT / "README.md").read_text()
+    readme = (locations.REPOSITORY / "README.md").read_text()
     stale = "is stale: rerun `conformance publish reports/matrix.json`"
     assert render.extract_section(readme) == render.readme_section(envelope), f"README.md matrix section {stale}"
-    matrix = report.ROOT / "reports" / "MATRIX.md"
+    matrix = locations.REPOSITORY / "reports" / "MATRIX.md"
     assert matrix.exists() and matrix.read_text() == render.render_markdown(envelope), f"reports/MATRIX.md {stale}"
 
 
@@ -161,7 +163,7 @@ def test_a_listed_build_error_has_its_own_symbol_not_the_known_failure_one():
 
 
 def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
-    from conformance.records import make_record
+    from conformance.run.records import make_record
 
     record = make_record(model=ALPHA, check="build", verdict="xfail", reason="r", seconds=0.0, metrics={},
                          nodeid="n", process="main", expected="error")

@@ -1,4 +1,4 @@
-"""Meta tests of conformance.report: envelope building, validation, merge, parts, diff."""
+"""Meta tests of conformance.report.envelope: envelope building, validation, merge, parts, diff."""
 
 from __future__ import annotations
 
@@ -7,13 +7,22 @@ import json
 
 import pytest
 
-from conformance import report
+import conformance.discover
+from conformance.report import diff, io
+from conformance.report import envelope as report
 
 pytestmark = pytest.mark.meta
 
 ENV = {"python": "3.11.9", "torch": "2.13.0", "transformers": "5.24.0", "device": "cpu",
        "device_name": "x86_64", "dtype": "float32", "backend": "eager"}
 CHECKS = ["build", "compile_prefill", "compile_decode", "legacy_cache"]
+CHECK_INFO = {  # what the registry says of these checks (registry.describe)
+    "build": {"column": 10, "observes": []},
+    "compile_prefill": {"column": 20, "observes": ["_can_compile_fullgraph"]},
+    "compile_decode": {"column": 30, "observes": ["_can_compile_fullgraph"]},
+    "legacy_cache": {"column": 50, "observes": [],
+                     "lists": {"metric": "raw_tuple", "what": "what a raw legacy tuple passed to forward does"}},
+}
 
 
 def cell(verdict: str, reason: str = "", **metrics) -> dict:
@@ -49,7 +58,7 @@ def make_envelope(**overrides) -> dict:
     }
     envelope = {"schema": report.SCHEMA, "created": "2026-11-29T12:00:00Z",
                 "suite": {"version": "0.1.0", "commit": "abc1234"}, "environment": dict(ENV),
-                "checks": list(CHECKS), "models": models}
+                "checks": list(CHECKS), "check_info": dict(CHECK_INFO), "models": models}
     envelope.update(overrides)
     envelope["summary"] = report.summarize(envelope["models"], envelope["checks"])
     return envelope
@@ -67,7 +76,7 @@ def test_build_envelope_has_design_fields_and_counts():
         {"model": "B", "check": "build", "verdict": "error", "reason": "no config"},
     ]
     envelope = report.build_envelope(records, dict(ENV), ["build"], {"A": {"model_type": "a"}})
-    assert list(envelope) == list(report.TOP_FIELDS)
+    assert [f for f in envelope if f != "check_info"] == list(report.TOP_FIELDS)  # check_info: optional
     assert envelope["models"]["A"]["cells"]["build"]["verdict"] == "pass"  # later record wins
     assert envelope["models"]["A"]["tiny"]["parameters"] == 5
     assert envelope["summary"]["build"]["pass"] == 1 and envelope["summary"]["build"]["error"] == 1
@@ -77,17 +86,17 @@ def test_build_envelope_has_design_fields_and_counts():
 
 def test_read_records_drops_torn_last_line(tmp_path):
     part = tmp_path / "w.jsonl"
-    report.write_record(part, {"model": "A", "check": "build", "verdict": "pass"})
+    io.append_record(part, {"model": "A", "check": "build", "verdict": "pass"})
     with open(part, "a") as handle:
         handle.write('{"model": "B", "che')
-    assert [r["model"] for r in report.read_records([part])] == ["A"]
+    assert [r["model"] for r in io.read_records([part])] == ["A"]
 
 
 def test_write_atomic_leaves_no_temp_and_keeps_old_on_error(tmp_path):
     target = tmp_path / "m.json"
-    report.write_atomic(target, {"a": 1})
+    io.write_json_atomic(target, {"a": 1})
     with pytest.raises(TypeError):
-        report.write_texts_atomic({target: "new", tmp_path / "other": object()})  # second write fails
+        io.write_texts_atomic({target: "new", tmp_path / "other": object()})  # second write fails
     assert json.loads(target.read_text()) == {"a": 1}
     assert not (tmp_path / "other").exists()
     assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
@@ -164,10 +173,10 @@ def test_merge_refuses_other_environment_and_overlap():
 
 
 def test_envelope_from_parts_uses_environment_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(report, "model_rows", lambda names: {})  # discovery is slow and not under test
+    monkeypatch.setattr(conformance.discover, "row_metadata", lambda names: {})  # discovery is slow and not under test
     parts = tmp_path / "m.json.parts"
-    report.write_record(parts / "gw0.jsonl", {"model": "NotAClass", "check": "build", "verdict": "pass"})
-    report.write_record(parts / "gw1.jsonl", {"model": "NotAClass", "check": "compile_prefill", "verdict": "fail",
+    io.append_record(parts / "gw0.jsonl", {"model": "NotAClass", "check": "build", "verdict": "pass"})
+    io.append_record(parts / "gw1.jsonl", {"model": "NotAClass", "check": "compile_prefill", "verdict": "fail",
                                               "reason": "boom"})
     with open(parts / "gw1.jsonl", "a") as handle:
         handle.write('{"model": "NotAClass", "check": "legacy')  # killed mid-write
@@ -185,7 +194,7 @@ def test_envelope_from_parts_errors(tmp_path):
     (tmp_path / "p").mkdir()
     with pytest.raises(report.EnvelopeError, match="no finished cells"):
         report.envelope_from_parts(tmp_path / "p")
-    report.write_record(tmp_path / "p" / "main.jsonl", {"model": "A", "check": "build", "verdict": "pass"})
+    io.append_record(tmp_path / "p" / "main.jsonl", {"model": "A", "check": "build", "verdict": "pass"})
     with pytest.raises(report.EnvelopeError, match="--device/--dtype/--backend"):
         report.envelope_from_parts(tmp_path / "p")
 
@@ -202,7 +211,7 @@ def test_diff_orders_regressions_first():
     gamma = new["models"]["GammaForConditionalGeneration"]["cells"]
     gamma["build"] = cell("fail", "NaN logits")                       # error -> fail: same severity
     del gamma["legacy_cache"]                                         # removed
-    changes = report.diff_envelopes(old, new)
+    changes = diff.diff_envelopes(old, new)
     kinds = [(c.model[:5], c.check, c.kind) for c in changes]
     assert kinds == [
         ("Alpha", "compile_decode", "regression"),
@@ -212,4 +221,4 @@ def test_diff_orders_regressions_first():
         ("Gamma", "build", "changed"),
         ("Gamma", "legacy_cache", "removed"),
     ]
-    assert report.diff_envelopes(old, copy.deepcopy(old)) == []
+    assert diff.diff_envelopes(old, copy.deepcopy(old)) == []

@@ -8,9 +8,20 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conformance.build.tiny import (
+    HEAD_KEYS,
+    KV_HEAD_KEYS,
+    LAYERS,
+    MAX_PARAMETERS,
+    VOCAB,
+    _layer_refs,
+    _scale_pinpoints,
+    _scale_sections,
+    set_dotted,
+    shrink_tree,
+    tiny_config,
+)
 from conformance.discover import discover
-from conformance.tiny import (HEAD_KEYS, KV_HEAD_KEYS, LAYERS, MAX_PARAMETERS, VOCAB, _layer_refs, _scale_pinpoints,
-                              _scale_sections, set_dotted, shrink_tree, tiny_config)
 
 
 @functools.lru_cache(maxsize=None)

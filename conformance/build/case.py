@@ -1,0 +1,94 @@
+"""Stage 2, build: a `Case` is one class built tiny with its sample, ready for the checks.
+
+Contracts:
+
+* `Case` is what every check runs on: the class (`info`), its tiny config
+  (`tiny`), its sample inputs (`sample`), and the run's device, dtype and
+  backend. `fresh_model()` is a new instance with the same deterministic
+  weights, never called before; `inputs()` the sample on the case's device
+  and dtype; `tol(backend)` design.md's logits tolerance
+  (`conformance.tolerances`).
+* `build_case(info, device, dtype, backend)`: tiny config -> model ->
+  sample -> a checked Case. It raises when the tiny model or its inputs
+  cannot be made, including when the eager prefill over the sample fails:
+  inputs the model rejects are a gap of this suite (`error`), not a finding
+  about the model.
+* A case source is where a run gets its classes: `index()` (every accepted
+  class name, aliases included -> its canonical name), `names()` (canonical
+  names, sorted), `build(name, device, dtype, backend) -> Case` (raising
+  when the tiny model or its inputs cannot be made) and `rows(names)` (the
+  envelope's row metadata). `TransformersCases` is the source of every real
+  run; the harness's own tests supply synthetic ones (the run's
+  `pytest_conformance_case_source` hook). Nothing downstream looks at model
+  names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from conformance import tolerances
+from conformance.build.samples import Sample, make_sample
+from conformance.build.tiny import TinyModel, new_model, tiny_config
+from conformance.discover import ModelInfo, by_name, class_index, discover, row_metadata
+from conformance.reasons import one_line
+
+
+@dataclass
+class Case:
+    """One model under one configuration (device, dtype, backend)."""
+
+    info: ModelInfo
+    tiny: TinyModel
+    sample: Sample
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    dtype: torch.dtype = torch.float32
+    backend: str = "eager"
+    seed: int = 0
+    # False skips traces that only measure and decide no verdict (the graph-break count of a failing compile).
+    count_graph_breaks: bool = True
+
+    def fresh_model(self) -> torch.nn.Module:
+        """A new instance with the same deterministic weights, never called before."""
+        return new_model(self.tiny, seed=self.seed, device=self.device, dtype=self.dtype)
+
+    def inputs(self, sample: Sample | None = None) -> dict[str, Any]:
+        return (sample or self.sample).to(self.device, self.dtype)
+
+    def tol(self, backend: str | None = None) -> float:
+        return tolerances.tolerance(str(self.dtype), backend or self.backend)
+
+
+def build_case(info: ModelInfo, device, dtype, backend: str) -> Case:
+    """Stage build for one class: tiny config -> model -> sample -> a checked Case (see the module)."""
+    tiny = tiny_config(info)
+    with torch.no_grad():
+        model = new_model(tiny)
+        sample = make_sample(tiny, model)
+        try:
+            model(**sample.inputs)
+        except Exception as exc:
+            raise RuntimeError(f"eager prefill over the sample fails: {one_line(exc)}") from exc
+    del model
+    if isinstance(dtype, str):
+        dtype = getattr(torch, dtype)
+    return Case(info=info, tiny=tiny, sample=sample, device=torch.device(device), dtype=dtype, backend=backend)
+
+
+class TransformersCases:
+    """Every *ForConditionalGeneration class the installed transformers exports."""
+
+    def index(self) -> dict[str, str]:
+        return class_index()
+
+    def names(self) -> list[str]:
+        return [info.name for info in discover()]
+
+    def build(self, name: str, device, dtype, backend: str) -> Case:
+        return build_case(by_name()[name], device, dtype, backend)
+
+    def rows(self, names) -> dict[str, dict]:
+        return row_metadata(names)

@@ -1,0 +1,131 @@
+"""Dynamo plumbing shared by the compile checks: graph breaks and recompiles.
+
+Contract:
+
+* `break_reason(exc)` turns an exception raised while dynamo traced (a graph
+  break under ``fullgraph=True``, a data-dependent guard, a failed fake-tensor
+  op) into one line: what broke, and where, as ``file:line`` of the innermost
+  user frame inside transformers (else the innermost user frame);
+* `count_graph_breaks(fn, backend, **kwargs)` compiles `fn` without
+  ``fullgraph`` and calls it once, returning how many graph breaks dynamo
+  counted and the first one's message (its first line);
+* `DynamoWatch` resets dynamo on entry and then reads dynamo's own counters:
+  how many graphs were compiled, the graph breaks, the guard failures that
+  caused recompiles, and the seconds spent compiling. No log scraping.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import traceback
+
+import torch
+from torch._dynamo.utils import compilation_time_metrics, counters, guard_failures
+
+from conformance.reasons import where
+
+REASON_LIMIT = 240
+
+# Dynamo's structured trace (for tlparse, enabled by TORCH_TRACE with its own
+# handler) logs every traced op at DEBUG; without this, pytest's log capture
+# keeps it and prints thousands of lines under every failing compile cell.
+logging.getLogger("torch.__trace").propagate = False
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+def _explanation(text: str) -> str:
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("Explanation:"):
+            return line[len("Explanation:"):].strip()
+    return ""
+
+
+def _clip(text: str, limit: int = REASON_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _frame_text(frame: traceback.FrameSummary) -> str:
+    path = frame.filename
+    if "/transformers/" in path:
+        path = "transformers/" + path.split("/transformers/", 1)[1]
+    else:
+        path = path.rsplit("/", 1)[-1]
+    code = f": `{frame.line.strip()}`" if frame.line else ""
+    return f"{path}:{frame.lineno}{code}"
+
+
+def user_frame(exc: BaseException) -> str:
+    """`file:line: `code`` of the innermost traced frame in transformers, else the innermost one."""
+    stack = list(getattr(exc, "real_stack", None) or [])
+    if stack:
+        inside = [f for f in stack if "/transformers/" in f.filename]
+        return _frame_text((inside or stack)[-1])
+    return where(exc)
+
+
+def break_reason(exc: BaseException) -> str:
+    """One line naming what dynamo could not trace and where."""
+    text = str(exc)
+    what = _first_line(text) or type(exc).__name__
+    explanation = _explanation(text)
+    if explanation and explanation not in what:
+        what = f"{what}: {explanation}"
+    location = user_frame(exc)
+    return f"{type(exc).__name__}: {_clip(what)}" + (f" (at {location})" if location else "")
+
+
+def count_graph_breaks(fn, backend: str, **kwargs) -> tuple[int, str]:
+    """(number of graph breaks, first break's message) of one non-fullgraph compiled call of `fn`."""
+    torch._dynamo.reset()
+    counters.clear()
+    torch.compile(fn, backend=backend)(**kwargs)
+    breaks = counters["graph_break"]
+    first = _clip(_first_line(next(iter(breaks), "")))
+    return sum(breaks.values()), first
+
+
+def describe_guard(reason: str) -> str:
+    """'guard (at file:line in fn)' from one of dynamo's guard-failure reasons."""
+    head = _first_line(reason)
+    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head  # drop the compile id
+    segments = [part.strip() for part in head.split("  # ")]
+    location = next((part for part in segments[1:] if re.search(r":\d+ in ", part)), "")
+    location = re.sub(r"\s*\(HINT.*$", "", location)
+    return _clip(segments[0] + (f" (at {location})" if location else ""))
+
+
+class DynamoWatch:
+    """Dynamo's own bookkeeping since entering the block (dynamo is reset on entry)."""
+
+    def __enter__(self) -> "DynamoWatch":
+        torch._dynamo.reset()
+        counters.clear()
+        compilation_time_metrics.clear()
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        return None
+
+    @property
+    def graphs(self) -> int:
+        """Graphs compiled so far (with fullgraph: one per compile of the frame)."""
+        return int(counters["stats"]["unique_graphs"])
+
+    @property
+    def graph_breaks(self) -> list[str]:
+        return [_clip(_first_line(reason)) for reason in counters["graph_break"]]
+
+    @property
+    def guard_failures(self) -> list[str]:
+        """Why each recompile was attempted: the failed guard, and where its value came from."""
+        return [describe_guard(str(reason)) for failures in guard_failures.values() for reason in failures]
+
+    @property
+    def compile_seconds(self) -> float:
+        return round(sum(compilation_time_metrics.get("_compile.compile_inner", [])), 3)

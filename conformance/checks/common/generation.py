@@ -1,0 +1,295 @@
+"""Generation from exported parts: the split `export_generate` and `executorch` share.
+
+Contracts:
+
+* `single_prompt(inputs, row)` is one row of a batch-2 sample, padding removed
+  (batch-aligned tensors sliced, flattened media cut to the row's share via
+  its ``*_grid_thw``, sequence-aligned tensors without the masked positions).
+* `generation_owner(model)` is the module `generate` decodes with (a
+  BLIP-2-style class hands decoding to its `language_model`);
+  `vision_owner(model)` the module whose `get_image_features` gives the
+  placeholder features.
+* The parts: `VisionPart` (media -> features [tokens, hidden]), `EmbedPart`
+  (ids -> embeddings), `DecoderPart` (the decoder and its logits head over
+  ``inputs_embeds`` and a StaticCache: a fresh cache for the prefill, which
+  returns the cache tensors, or given cache tensors updated in place for a
+  step); `export_part` exports one, naming it when the exporter fails.
+* `ExportedGeneration(model, inputs)` exports the parts for one prompt and
+  decodes greedily from them (`generate`): placeholder merge with a
+  ``masked_scatter`` and the argmax are the runner's glue;
+  `eager_tokens(model, inputs, n)` is eager ``generate``'s greedy tokens.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from typing import Any
+
+import torch
+
+from conformance.build.configs import placeholder_id
+from conformance.checks.common.cache import cache_kwarg, static_cache
+from conformance.checks.common.compare import logits_of
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.reasons import one_line
+
+NEW_TOKENS = 8
+TEXT_KEYS = {"input_ids", "attention_mask", "token_type_ids", "position_ids", "mm_token_type_ids"}
+
+
+# --- batch 1 --------------------------------------------------------------------------------------
+
+
+def single_prompt(inputs: dict[str, Any], row: int = 1) -> dict[str, Any]:
+    """Row `row` of a batch-2 sample, padding removed.
+
+    Batch-aligned tensors are sliced; flattened media (first dim = sum over
+    rows of the product of a ``*_grid_thw`` row, or one entry per image of a
+    list) are cut to that row's share. Sequence-aligned tensors drop the
+    positions whose attention mask is 0.
+    """
+    ids = inputs["input_ids"]
+    batch, length = ids.shape
+    keep = inputs["attention_mask"][row].bool() if "attention_mask" in inputs else torch.ones(length, dtype=torch.bool)
+    grids = {k: v for k, v in inputs.items() if k.endswith("_grid_thw") and isinstance(v, torch.Tensor)}
+    out = {}
+    for key, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.dim() >= 2 and value.shape[:2] == (batch, length):
+            out[key] = value[row : row + 1][:, keep]
+        elif isinstance(value, torch.Tensor) and value.dim() >= 1 and value.shape[0] == batch:
+            out[key] = value[row : row + 1]
+        elif isinstance(value, torch.Tensor) and grids:
+            out[key] = _flattened_row(key, value, grids, batch, row)
+        elif isinstance(value, (list, tuple)) and len(value) == batch:
+            out[key] = type(value)([value[row]])
+        else:
+            out[key] = value
+    return out
+
+
+def _flattened_row(key: str, value: torch.Tensor, grids: dict, batch: int, row: int) -> torch.Tensor:
+    for grid in grids.values():
+        sizes = grid.prod(-1).tolist()
+        if grid.shape[0] == batch and sum(sizes) == value.shape[0]:
+            start = int(sum(sizes[:row]))
+            return value[start : start + int(sizes[row])]
+    raise NotApplicable(f"cannot cut input {key!r} of shape {tuple(value.shape)} to one prompt")
+
+
+# --- the parts ------------------------------------------------------------------------------------
+
+
+def generation_owner(model: torch.nn.Module) -> torch.nn.Module:
+    """The module whose forward `generate` runs token by token.
+
+    A class that overrides `generate` and owns a `language_model` that can
+    generate on its own (BLIP-2 style) hands the decoding to it.
+    """
+    from transformers.generation.utils import GenerationMixin
+
+    overrides = type(model).generate is not GenerationMixin.generate
+    language_model = getattr(model, "language_model", None)
+    if overrides and language_model is not None and hasattr(language_model, "generate") and hasattr(
+        language_model, "get_input_embeddings"
+    ):
+        return language_model
+    return model
+
+
+def vision_owner(model: torch.nn.Module) -> torch.nn.Module | None:
+    """The module whose `get_image_features` gives the placeholder features: the model or its base model."""
+    for owner in (model, getattr(model, "model", None)):
+        if owner is not None and hasattr(owner, "get_image_features"):
+            return owner
+    return None
+
+
+def _accepted(fn, names) -> set[str]:
+    params = inspect.signature(fn).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return set(names)
+    return {n for n in names if n in params}
+
+
+def image_features(output: Any) -> torch.Tensor:
+    """Features as [tokens, hidden]: `pooler_output` of a ModelOutput, a tensor, or a list of them."""
+    pooled = getattr(output, "pooler_output", None)
+    if isinstance(pooled, (torch.Tensor, list, tuple)):
+        output = pooled
+    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
+        output = output.last_hidden_state
+    if isinstance(output, (list, tuple)):
+        return torch.cat([image_features(o) for o in output], dim=0)
+    return output.reshape(-1, output.shape[-1])
+
+
+class VisionPart(torch.nn.Module):
+    """Vision encoder + projector: media kwargs -> features [tokens, hidden]."""
+
+    def __init__(self, model: torch.nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, **media):
+        return image_features(self.model.get_image_features(**media))
+
+
+class EmbedPart(torch.nn.Module):
+    def __init__(self, embedding: torch.nn.Module):
+        super().__init__()
+        self.embedding = embedding
+
+    def forward(self, input_ids):
+        return self.embedding(input_ids)
+
+
+class DecoderPart(torch.nn.Module):
+    """The decoder over `inputs_embeds` and a StaticCache of `max_len` tokens.
+
+    Without `cache_tensors` (prefill) the cache is fresh, as in `generate`,
+    and the outputs are the last logits followed by the cache tensors (keys,
+    values, length per layer). With them (step), they back the cache and are
+    updated in place; the output is the last logits.
+    """
+
+    def __init__(self, owner: torch.nn.Module, max_len: int):
+        super().__init__()
+        self.owner = owner
+        self.max_len = max_len
+        self.kwarg = cache_kwarg(owner)
+
+    def new_cache(self):
+        from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+        cache = static_cache(self.owner, self.max_len, batch_size=1)
+        for i, layer in enumerate(cache.layers):
+            # A window holding the whole generation behaves as a full layer; the
+            # sliding layer's python-int bookkeeping would be frozen by export.
+            if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= self.max_len:
+                cache.layers[i] = StaticLayer(self.max_len)
+        return cache
+
+    def forward(self, inputs_embeds, cache_tensors: list[torch.Tensor] | None = None, **text):
+        cache = self.new_cache()
+        layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
+        if cache_tensors is not None:
+            for layer, (keys, values, length) in zip(layers, _triples(cache_tensors)):
+                _install(layer, keys, values, length)
+        else:
+            for layer in layers:
+                layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
+        output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.kwarg: cache}, **text)
+        logits = logits_of(output)[:, -1, :]
+        if cache_tensors is not None:
+            return logits
+        state = [t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)]
+        return (logits, *state)
+
+
+def _triples(flat: list[torch.Tensor]):
+    return [flat[i : i + 3] for i in range(0, len(flat), 3)]
+
+
+def _install(layer, keys: torch.Tensor, values: torch.Tensor, length: torch.Tensor) -> None:
+    layer.keys, layer.values, layer.cumulative_length = keys, values, length
+    layer.device = keys.device
+    layer.batch_size, layer.num_heads = keys.shape[:2]
+    layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
+    layer.is_initialized = True
+
+
+def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: dict | None = None):
+    """torch.export a part (non-strict); ContractViolation naming the part and the exporter's reason."""
+    try:
+        with torch.no_grad():
+            return torch.export.export(module, args, kwargs or {}, strict=False)
+    except Exception as exc:
+        raise ContractViolation(f"export of part {name!r} failed: {one_line(exc)}") from exc
+
+
+# --- generation -----------------------------------------------------------------------------------
+
+
+def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:
+    """The `new_tokens` greedy tokens of eager `generate` (end-of-sequence ignored)."""
+    config = model.generation_config
+    config.eos_token_id = None
+    if config.pad_token_id is None:
+        config.pad_token_id = 0
+    with torch.no_grad():
+        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                             num_beams=1)
+    return out[:, -new_tokens:]
+
+
+class ExportedGeneration:
+    """The exported parts of one model for one prompt, and greedy decoding from them."""
+
+    def __init__(self, model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int = NEW_TOKENS):
+        self.owner = generation_owner(model)
+        self.inputs = inputs
+        self.new_tokens = new_tokens
+        ids = inputs["input_ids"]
+        token = placeholder_id(model.config)
+        self.placeholders = (ids == token) if token is not None else torch.zeros_like(ids, dtype=torch.bool)
+        self.media = {k: v for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)}
+        self.text = {k: v for k, v in inputs.items() if k in TEXT_KEYS - {"input_ids"}}
+        self.text = {k: self.text[k] for k in _accepted(self.owner.forward, self.text)}
+        self.vision_model = vision_owner(model) if self.media else None
+        if self.media and self.vision_model is None:
+            raise NotApplicable("the sample's media reach the model by another route than placeholder features "
+                                "(no get_image_features on the model or its base model): not split by this check")
+        if self.vision_model is not None:
+            self.media = {k: self.media[k] for k in _accepted(self.vision_model.get_image_features, self.media)}
+        self.max_len = ids.shape[1] + new_tokens
+        self.programs: dict[str, torch.export.ExportedProgram] = {}
+        self.export_seconds = 0.0
+
+    def prompt_ids(self) -> torch.Tensor:
+        return self.inputs["input_ids"].masked_fill(self.placeholders, 0)
+
+    def export(self) -> dict[str, torch.export.ExportedProgram]:
+        started = time.perf_counter()
+        embedding = EmbedPart(self.owner.get_input_embeddings())
+        decoder = DecoderPart(self.owner, self.max_len)
+        ids = self.prompt_ids()
+        if self.vision_model is not None:
+            self.programs["vision"] = export_part("vision", VisionPart(self.vision_model), kwargs=self.media)
+        self.programs["embed_prefill"] = export_part("embed_prefill", embedding, (ids,))
+        self.programs["embed_step"] = export_part("embed_step", embedding, (ids[:, -1:],))
+        with torch.no_grad():
+            embeds = embedding(ids)
+        self.programs["prefill"] = export_part("prefill", decoder, (embeds,), dict(self.text))
+        with torch.no_grad():
+            _, *state = decoder(embeds, **self.text)
+        self.programs["step"] = export_part("step", decoder, (embeds[:, -1:], state))
+        self.export_seconds = time.perf_counter() - started
+        return self.programs
+
+    def prefill_embeds(self, run) -> torch.Tensor:
+        """The prompt embeddings with the image features scattered into the placeholders."""
+        embeds = run("embed_prefill", self.prompt_ids())
+        if self.vision_model is not None:
+            features = run("vision", **self.media).to(embeds.dtype)
+            wanted = int(self.placeholders.sum()) * embeds.shape[-1]
+            if features.numel() != wanted:
+                raise ContractViolation(
+                    f"vision part gives {tuple(features.shape)} features for {int(self.placeholders.sum())} placeholders")
+            embeds = embeds.masked_scatter(self.placeholders.unsqueeze(-1), features)
+        return embeds
+
+    def generate(self, run=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """(new tokens [1, new_tokens], prefill logits) greedily from the programs (or `run`)."""
+        run = run or self.run_program
+        with torch.no_grad():
+            logits, *state = run("prefill", self.prefill_embeds(run), **self.text)
+            first_logits = logits
+            tokens = [logits.argmax(-1, keepdim=True)]
+            for _ in range(self.new_tokens - 1):
+                logits = run("step", run("embed_step", tokens[-1]), list(state))
+                tokens.append(logits.argmax(-1, keepdim=True))
+        return torch.cat(tokens, dim=1), first_logits
+
+    def run_program(self, name: str, *args, **kwargs):
+        return self.programs[name].module()(*args, **kwargs)

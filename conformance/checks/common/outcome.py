@@ -1,0 +1,74 @@
+"""How a check reports, and how running one becomes an `Outcome`.
+
+A check is a function ``check(case) -> dict`` (see `registry`). It returns
+its metrics when the contract held, raises `ContractViolation(reason,
+metrics)` when it ran and the contract was violated, and
+`NotApplicable(reason)` when the check does not apply to the model (e.g. no
+KV cache). Any other exception raised while the check runs is a violation
+too (the model failed under the check), reported with its type, message and
+the innermost transformers frame (`conformance.reasons.one_line`).
+`run_check(check_id, case)` turns all of this into an `Outcome` with
+`seconds` and `cpu_seconds` metrics; checks never decide xfail/xpass (the
+gate does).
+"""
+
+from __future__ import annotations
+
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+
+from conformance.reasons import one_line
+
+
+class ContractViolation(AssertionError):
+    """The check ran and its contract did not hold."""
+
+    def __init__(self, reason: str, metrics: dict | None = None):
+        super().__init__(reason)
+        self.reason = reason
+        self.metrics = metrics or {}
+
+
+class NotApplicable(Exception):
+    """The check does not apply to this model; the message says why."""
+
+
+@dataclass
+class Outcome:
+    """The raw result of one cell, before expectations are applied."""
+
+    verdict: str  # pass | fail | skip | error | timeout (conformance.verdicts)
+    reason: str = ""
+    metrics: dict = field(default_factory=dict)
+    traceback: str = ""
+
+
+def run_check(check_id: str, case) -> Outcome:
+    """Run one registered check on `case` and classify what happened."""
+    from conformance.checks.common.registry import get
+
+    fn = get(check_id).run
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    metrics: dict = {}
+    try:
+        torch.manual_seed(case.seed)
+        metrics = fn(case) or {}
+        outcome = Outcome("pass", "", metrics)
+    except NotApplicable as exc:
+        outcome = Outcome("skip", str(exc))
+    except ContractViolation as exc:
+        outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc())
+    except Exception as exc:  # the model failed under the check
+        outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc())
+    finally:
+        # Compiled artifacts must not leak into the next cell; the plugin
+        # collects garbage when it moves on to the next model.
+        torch._dynamo.reset()
+    outcome.metrics["seconds"] = round(time.perf_counter() - started, 3)
+    # CPU time of this process: the cost of the cell even on a shared machine.
+    outcome.metrics["cpu_seconds"] = round(time.process_time() - cpu_started, 3)
+    return outcome

@@ -1,0 +1,1 @@
+"""Stage 4, report: run files (records, the envelope), their diff, and the Markdown matrix."""

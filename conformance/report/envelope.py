@@ -1,0 +1,312 @@
+"""Stage 4, report: per-cell records -> the JSON envelope of design.md, and reading it back.
+
+Contracts:
+
+* `environment(device, dtype, backend)` describes this machine and run;
+  `suite_version()` this suite.
+* `build_envelope(records, env, checks, models)` makes the envelope (schema
+  `vlm-conformance/1`) from cell records (later records of a cell replace
+  earlier ones), its `summary` counting verdicts per check.
+* `load_envelope(path)` returns a validated envelope or raises
+  `EnvelopeError` with one line naming the file, the problem and the fix:
+  the one reader of run files (an envelope, or a pytest-json-report file
+  holding one under ``conformance``).
+* `merge_envelopes` joins shard envelopes of one environment;
+  `envelope_from_parts` rebuilds an envelope from an interrupted run's part
+  files.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any, Iterable
+
+from conformance import locations
+from conformance.report.io import read_records
+from conformance.verdicts import VERDICTS
+
+SCHEMA = "vlm-conformance/1"
+
+TOP_FIELDS = ("schema", "created", "suite", "environment", "checks", "models", "summary")
+ENV_FIELDS = ("python", "torch", "transformers", "device", "device_name", "dtype", "backend")
+# What must agree for shards to be one run. device_name and any extra fields
+# (e.g. a worker's peak memory) may differ between shard machines.
+ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
+# Name of an optional file in a parts directory holding the run's environment.
+PARTS_ENVIRONMENT = "environment.json"
+
+
+class EnvelopeError(ValueError):
+    """A run file is unusable; the message is one line for a person."""
+
+
+# --------------------------------------------------------------------------- environment
+
+
+def suite_version() -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        ver = version("vlm-conformance")
+    except PackageNotFoundError:
+        ver = "0+unknown"
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=locations.REPOSITORY, capture_output=True,
+                                text=True, timeout=5).stdout.strip()
+    except Exception:
+        commit = ""
+    return {"version": ver, "commit": commit}
+
+
+def environment(device: str, dtype: str, backend: str) -> dict[str, str]:
+    import torch
+    import transformers
+
+    name = platform.processor() or platform.machine()
+    if device.startswith("cuda") and torch.cuda.is_available():
+        name = torch.cuda.get_device_name(0)
+    return {
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+        "device": device,
+        "device_name": name,
+        "dtype": dtype,
+        "backend": backend,
+    }
+
+
+# --------------------------------------------------------------------------- envelope
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def summarize(rows: dict[str, dict], checks: Iterable[str]) -> dict[str, dict[str, int]]:
+    """Verdict counts per check (every verdict key present, zeros included)."""
+    summary = {c: {v: 0 for v in VERDICTS} for c in checks}
+    for row in rows.values():
+        for check_id, cell in row.get("cells", {}).items():
+            counts = summary.setdefault(check_id, {v: 0 for v in VERDICTS})
+            counts[cell["verdict"]] = counts.get(cell["verdict"], 0) + 1
+    return summary
+
+
+def build_envelope(records: list[dict], env: dict, checks: list[str], models: dict[str, dict],
+                   check_info: dict | None = None) -> dict:
+    """The envelope from cell records; later records of a cell replace earlier ones.
+
+    `models` maps class name -> row metadata (model_type, modalities, declared,
+    tiny); records may carry richer `tiny` data, which wins. `check_info` is
+    what the registry says of each check (`registry.describe`): the report
+    reads which declared flags a check observes and which metrics it lists
+    from there.
+    """
+    rows: dict[str, Any] = {}
+    for name, meta in sorted(models.items()):
+        rows[name] = {**meta, "cells": {}}
+    for record in records:
+        row = rows.setdefault(record["model"], {"cells": {}})
+        if record.get("tiny"):
+            row["tiny"] = record["tiny"]
+        row["cells"][record["check"]] = {
+            "verdict": record["verdict"],
+            "reason": record.get("reason", ""),
+            "seconds": record.get("seconds", 0.0),
+            "metrics": record.get("metrics", {}),
+            "nodeid": record.get("nodeid", ""),
+        }
+        if record.get("expected"):  # the listed verdict of an xfail/xpass cell
+            row["cells"][record["check"]]["expected"] = record["expected"]
+    rows = dict(sorted(rows.items()))
+    return {
+        "schema": SCHEMA,
+        "created": _now(),
+        "suite": suite_version(),
+        "environment": env,
+        "checks": list(checks),
+        "check_info": dict(check_info or {}),
+        "models": rows,
+        "summary": summarize(rows, checks),
+    }
+
+
+def validate_envelope(data: Any, source: str) -> dict:
+    """`data` itself if it is a well-formed envelope, else EnvelopeError naming `source`."""
+    fix = "use a run file written by `pytest conformance` (--matrix-out) or `conformance merge`"
+    if not isinstance(data, dict):
+        raise EnvelopeError(f"{source}: not a run envelope (a JSON object with \"schema\": {SCHEMA!r}); {fix}")
+    if "schema" not in data and isinstance(data.get("conformance"), dict):
+        data = data["conformance"]  # a pytest-json-report file holding the envelope
+    schema = data.get("schema")
+    if schema != SCHEMA:
+        what = f"schema {schema!r}" if schema else "no \"schema\" field"
+        raise EnvelopeError(f"{source}: {what}, expected {SCHEMA!r}; {fix}")
+    for name in TOP_FIELDS:
+        if name not in data:
+            raise EnvelopeError(f"{source}: missing field {name!r}; {fix}")
+    env = data["environment"]
+    if not isinstance(env, dict):
+        raise EnvelopeError(f"{source}: field 'environment' is not an object; {fix}")
+    for name in ENV_FIELDS:
+        if name not in env:
+            raise EnvelopeError(f"{source}: missing field 'environment.{name}'; {fix}")
+    if not isinstance(data["checks"], list) or not isinstance(data["models"], dict):
+        raise EnvelopeError(f"{source}: 'checks' must be a list and 'models' an object; {fix}")
+    for model, row in data["models"].items():
+        cells = row.get("cells") if isinstance(row, dict) else None
+        if not isinstance(cells, dict):
+            raise EnvelopeError(f"{source}: model {model!r} has no 'cells' object; {fix}")
+        for check_id, cell in cells.items():
+            verdict = cell.get("verdict") if isinstance(cell, dict) else None
+            if verdict not in VERDICTS:
+                raise EnvelopeError(f"{source}: cell {model} / {check_id} has verdict {verdict!r}, "
+                                    f"expected one of {', '.join(VERDICTS)}; {fix}")
+    return data
+
+
+def load_envelope(path: str | Path) -> dict:
+    """The validated envelope in `path` (or under `conformance` of a pytest-json-report file)."""
+    path = Path(path)
+    if not path.exists():
+        raise EnvelopeError(f"{path}: no such file; pass the matrix JSON a run wrote "
+                            "(default reports/latest/matrix.json)")
+    if path.is_dir():
+        raise EnvelopeError(f"{path}: is a directory, expected a run's matrix JSON file "
+                            "(for part files use `conformance merge --parts DIR -o OUT.json`)")
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise EnvelopeError(f"{path}: cannot be read ({exc}); pass a readable run file") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        problem = "is empty" if not text.strip() else f"is not valid JSON (truncated? {exc.msg} at line {exc.lineno})"
+        raise EnvelopeError(f"{path}: {problem}; rerun the suite, or rebuild the envelope from the run's part "
+                            f"files with `conformance merge --parts {path}.parts -o {path}`") from None
+    return validate_envelope(data, str(path))
+
+
+def _ordered_checks(lists: Iterable[Iterable[str]]) -> list[str]:
+    seen: dict[str, None] = {}
+    for checks in lists:
+        for check_id in checks:
+            seen.setdefault(check_id, None)
+    return list(seen)
+
+
+def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
+    """One envelope from shard envelopes of the same environment.
+
+    Raises EnvelopeError when environments differ (on ENV_IDENTITY) or a cell
+    appears in two shards (shards are disjoint; merge the rerun shard instead
+    of the old one). The merged environment is the first shard's, numeric
+    extras (peak memory) taken as the maximum over the shards.
+    """
+    if not envelopes:
+        raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
+    first_env = envelopes[0]["environment"]
+    for envelope, source in zip(envelopes[1:], sources[1:]):
+        env = envelope["environment"]
+        for key in ENV_IDENTITY:
+            if env.get(key) != first_env.get(key):
+                raise EnvelopeError(f"{source}: environment differs from {sources[0]} in {key!r} "
+                                    f"({env.get(key)!r} vs {first_env.get(key)!r}); merge only shards of one run")
+    rows: dict[str, dict] = {}
+    owner: dict[tuple[str, str], str] = {}
+    merged_env = _merge_environments([e["environment"] for e in envelopes])
+    for envelope, source in zip(envelopes, sources):
+        for model, row in envelope["models"].items():
+            merged = rows.setdefault(model, {**{k: v for k, v in row.items() if k != "cells"}, "cells": {}})
+            for key, value in row.items():
+                if key != "cells":
+                    merged.setdefault(key, value)
+            for check_id, cell in row["cells"].items():
+                if (model, check_id) in owner:
+                    raise EnvelopeError(f"{source}: cell {model} / {check_id} is also in {owner[model, check_id]}; "
+                                        "shards must be disjoint (merge the rerun shard instead of the old one)")
+                owner[model, check_id] = source
+                merged["cells"][check_id] = cell
+    checks = _ordered_checks(e["checks"] for e in envelopes)
+    check_info: dict = {}
+    for envelope in envelopes:
+        for check_id, info in (envelope.get("check_info") or {}).items():
+            check_info.setdefault(check_id, info)
+    rows = dict(sorted(rows.items()))
+    return {
+        "schema": SCHEMA,
+        "created": _now(),
+        "suite": envelopes[0]["suite"],
+        "environment": merged_env,
+        "checks": checks,
+        "check_info": check_info,
+        "models": rows,
+        "summary": summarize(rows, checks),
+    }
+
+
+def _merge_environments(envs: list[dict]) -> dict:
+    """The first environment, with numeric extras (peaks, e.g. memory) the maximum over all.
+
+    A dict of numbers (e.g. peak per process) is merged key by key the same way.
+    """
+    merged = dict(envs[0])
+    for env in envs[1:]:
+        for key, value in env.items():
+            if key in ENV_IDENTITY or key not in merged:
+                merged.setdefault(key, value)
+                continue
+            current = merged[key]
+            if _is_number(value) and _is_number(current):
+                merged[key] = max(current, value)
+            elif isinstance(value, dict) and isinstance(current, dict):
+                both = dict(current)
+                for k, v in value.items():
+                    both[k] = max(both[k], v) if _is_number(v) and _is_number(both.get(k)) else both.get(k, v)
+                merged[key] = both
+    return merged
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def envelope_from_parts(parts_dir: str | Path, env: dict | None = None, rows=None) -> dict:
+    """Rebuild an envelope from the JSON-lines part files of an (interrupted) run.
+
+    The environment comes from `parts_dir/environment.json` when the run wrote
+    one, else from `env` (the caller describes this machine). Row metadata is
+    re-discovered from the installed transformers (`rows(names)`, default
+    `conformance.discover.row_metadata`); columns in the registry's order.
+    """
+    parts_dir = Path(parts_dir)
+    if not parts_dir.is_dir():
+        raise EnvelopeError(f"{parts_dir}: no such directory; pass the `<matrix-out>.parts` directory "
+                            "an interrupted run left")
+    parts = sorted(parts_dir.glob("*.jsonl"))
+    records = [r for r in read_records(parts) if {"model", "check", "verdict"} <= set(r)]
+    if not records:
+        raise EnvelopeError(f"{parts_dir}: no finished cells in its *.jsonl part files; nothing to rebuild")
+    env_file = parts_dir / PARTS_ENVIRONMENT
+    if env_file.exists():
+        try:
+            env = json.loads(env_file.read_text())
+        except json.JSONDecodeError:
+            raise EnvelopeError(f"{env_file}: not valid JSON; delete it and pass --device/--dtype/--backend "
+                                "as the run used them") from None
+    if env is None:
+        raise EnvelopeError(f"{parts_dir}: no {PARTS_ENVIRONMENT}; say how the run was made with "
+                            "--device/--dtype/--backend")
+    from conformance.checks.common.registry import check_ids, describe
+    from conformance.discover import row_metadata
+
+    order = check_ids()
+    present = {r["check"] for r in records}
+    checks = [c for c in order if c in present] + sorted(present - set(order))
+    return build_envelope(records, env, checks, (rows or row_metadata)({r["model"] for r in records}),
+                          describe(checks))

@@ -1,0 +1,351 @@
+"""Stage 4, report: a run envelope -> Markdown (the full matrix, the README section).
+
+Contracts:
+
+* `render_markdown(envelope)` is reports/MATRIX.md: environment, legend,
+  per-check summary with pass rates, the image-text matrix (rows whose
+  `tasks` contain "image-text-to-text"), the matrix of the other classes,
+  declared flags vs observations, failures with their one-line reasons,
+  the metrics the checks list class by class (the legacy-tuple handling), and coverage (built, or error + reason).
+* `readme_section(envelope)` is the compact README part: environment line,
+  summary, image-text matrix, a link to reports/MATRIX.md. It depends only on
+  the envelope, so the README can be checked against reports/matrix.json.
+* `replace_section(text, section)` puts a section between the README markers.
+
+Both outputs are pure functions of the envelope (no clock, no filesystem).
+"""
+
+from __future__ import annotations
+
+from conformance.verdicts import PASSING, VERDICTS
+
+START_MARKER = "<!-- matrix:start -->"
+END_MARKER = "<!-- matrix:end -->"
+IMAGE_TEXT_TASK = "image-text-to-text"
+FULL_REPORT_LINK = "reports/MATRIX.md"
+
+SYMBOLS = {
+    "pass": "✅",
+    "fail": "❌",
+    "xfail": "⚠️",
+    "xpass": "❗",
+    "skip": "➖",
+    "error": "💥",
+    "timeout": "⏱️",
+}
+MEANINGS = {
+    "pass": "pass",
+    "fail": "fail",
+    "xfail": "known failure (listed in fixtures/expectations)",
+    "xpass": "passes but listed as failing (remove the expectation)",
+    "skip": "does not apply",
+    "error": "harness could not build the tiny model or inputs",
+    "timeout": "ran past its time limit",
+}
+# An xfail cell whose listed verdict is `error`: the tiny model or its inputs could not be built (a harness gap,
+# a missing dependency, or a model whose own eager forward fails), so the cell says nothing about the check itself.
+KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be built (listed in fixtures/expectations)")
+FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
+
+
+REASON_LIMIT = 1000
+TABLE_REASON_LIMIT = 300
+PASS_RATE_NOTE = "Pass rate: (pass + xpass) / (all cells − skip), rounded down."
+
+
+# --------------------------------------------------------------------------- small pieces
+
+
+def pass_rate(counts: dict[str, int]) -> str:
+    """`93% (80/86)`: (pass + xpass) over the cells that apply (all but skip), floored."""
+    passed = sum(counts.get(v, 0) for v in PASSING)
+    applicable = sum(n for v, n in counts.items() if v != "skip")
+    if not applicable:
+        return "n/a (0/0)"
+    return f"{100 * passed // applicable}% ({passed}/{applicable})"
+
+
+def code(text: str, table: bool = False) -> str:
+    """`text` as a one-line Markdown code span (backticks inside become quotes).
+
+    In a table cell a `|` would end the cell even inside a code span, so it is
+    escaped there (GitHub renders `\\|` in a table cell as `|`).
+    """
+    text = " ".join(str(text).split()).replace("`", "'")
+    limit = TABLE_REASON_LIMIT if table else REASON_LIMIT
+    if len(text) > limit:
+        text = text[: limit - 3] + "..."
+    if table:
+        text = text.replace("|", "\\|")
+    return f"`{text}`" if text else ""
+
+
+def environment_line(envelope: dict) -> str:
+    env = envelope["environment"]
+    device = env["device"] + (f" ({env['device_name']})" if env.get("device_name") else "")
+    date = str(envelope.get("created", ""))[:10]
+    return (f"transformers {env['transformers']} · torch {env['torch']} · device {device} · "
+            f"dtype {env['dtype']} · backend {env['backend']} · {date}")
+
+
+def legend() -> str:
+    items = [f"{SYMBOLS[v]} {MEANINGS[v]}" for v in VERDICTS] + [" ".join(KNOWN_ERROR)]
+    return "Legend: " + " · ".join(items) + " · blank: not run."
+
+
+def is_image_text(row: dict) -> bool:
+    return IMAGE_TEXT_TASK in row.get("tasks", ())
+
+
+def _table(header: list[str], rows: list[list[str]], align: list[str]) -> list[str]:
+    marks = {"l": "---", "c": ":---:", "r": "---:"}
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(marks[a] for a in align) + " |"]
+    lines += ["| " + " | ".join(r) + " |" for r in rows]
+    return lines
+
+
+def _verdict(cell: dict | None) -> str:
+    return cell["verdict"] if cell else ""
+
+
+def _symbol(cell: dict | None) -> str:
+    if cell and cell.get("verdict") == "xfail" and cell.get("expected") == "error":
+        return KNOWN_ERROR[0]
+    return SYMBOLS.get(_verdict(cell), "")
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def summary_section(envelope: dict) -> list[str]:
+    summary = envelope["summary"]
+    checks = [c for c in envelope["checks"]] + [c for c in summary if c not in envelope["checks"]]
+    rows = []
+    for check_id in checks:
+        counts = summary.get(check_id, {})
+        rows.append([f"`{check_id}`", pass_rate(counts)] + [str(counts.get(v, 0)) for v in VERDICTS])
+    return _table(["check", "pass rate"] + [SYMBOLS[v] for v in VERDICTS], rows, ["l", "r"] + ["r"] * len(VERDICTS))
+
+
+def matrix_section(envelope: dict, names: list[str]) -> list[str]:
+    checks = envelope["checks"]
+    rows = []
+    for name in names:
+        cells = envelope["models"][name]["cells"]
+        rows.append([name] + [_symbol(cells.get(c)) for c in checks])
+    return _table(["class"] + [f"`{c}`" for c in checks], rows, ["l"] + ["c"] * len(checks))
+
+
+def split_classes(envelope: dict) -> tuple[list[str], list[str]]:
+    """(image-text class names, other class names), each sorted."""
+    names = sorted(envelope["models"])
+    image_text = [n for n in names if is_image_text(envelope["models"][n])]
+    return image_text, [n for n in names if n not in image_text]
+
+
+def flag_checks(envelope: dict) -> dict[str, tuple[str, ...]]:
+    """Declared capability flag -> the checks of the run that observe it (the run's `check_info`)."""
+    info = envelope.get("check_info") or {}
+    flags: dict[str, list[str]] = {}
+    for check_id in envelope["checks"]:
+        for flag in (info.get(check_id) or {}).get("observes", []):
+            flags.setdefault(flag, []).append(check_id)
+    return {flag: tuple(checks) for flag, checks in flags.items()}
+
+
+def listed_metrics(envelope: dict) -> dict[str, tuple[str, str]]:
+    """Check -> (metric, what it says) whose values the report lists class by class."""
+    info = envelope.get("check_info") or {}
+    return {c: (info[c]["lists"]["metric"], info[c]["lists"]["what"])
+            for c in envelope["checks"] if (info.get(c) or {}).get("lists")}
+
+
+def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
+    """(declared but not observed, observed but not declared) rows: class, flag, observations.
+
+    A true flag disagrees when any observing check fails (fail, xfail,
+    timeout). A false flag disagrees ("could be flipped") when every
+    observing check that ran and applies passed, at least one of them.
+    """
+    overclaimed, underclaimed = [], []
+    for name, row in sorted(envelope["models"].items()):
+        declared = row.get("declared", {})
+        for flag, checks in flag_checks(envelope).items():
+            if flag not in declared:
+                continue
+            cells = {c: row["cells"][c] for c in checks if c in row["cells"]}
+            if not cells:
+                continue
+            observed = ", ".join(f"`{c}` {SYMBOLS[cell['verdict']]} {cell['verdict']}" for c, cell in cells.items())
+            verdicts = [cell["verdict"] for cell in cells.values()]
+            if declared[flag]:
+                failing = [(c, cell) for c, cell in cells.items() if cell["verdict"] in FAILING]
+                if failing:
+                    first_check, first = failing[0]
+                    overclaimed.append([name, f"`{flag} = {declared[flag]}`", observed,
+                                        code(f"{first_check}: {first.get('reason', '')}", table=True)])
+            elif any(v in PASSING for v in verdicts) and all(v in PASSING or v == "skip" for v in verdicts):
+                underclaimed.append([name, f"`{flag} = {declared[flag]}`", observed])
+    return overclaimed, underclaimed
+
+
+def declared_section(envelope: dict) -> list[str]:
+    lines = ["## Declared vs observed", ""]
+    if not flag_checks(envelope):
+        return lines + ["This run file does not say which of its checks observe a declared flag (no `check_info`): "
+                        "nothing to compare.", ""]
+    overclaimed, underclaimed = disagreements(envelope)
+    if not overclaimed and not underclaimed:
+        return lines + ["Every declared flag agrees with what the checks observed.", ""]
+    lines += [f"### Declared but not observed ({len(overclaimed)})", ""]
+    if overclaimed:
+        lines += _table(["class", "declared", "observed", "first failure"], overclaimed, ["l", "l", "l", "l"])
+    else:
+        lines.append("None.")
+    lines += ["", f"### Observed but not declared: the flag could be flipped ({len(underclaimed)})", ""]
+    if underclaimed:
+        lines += _table(["class", "declared", "observed"], underclaimed, ["l", "l", "l"])
+    else:
+        lines.append("None.")
+    return lines + [""]
+
+
+FAILURE_GROUPS = (
+    (("fail", "timeout"), "Failures"),
+    (("xpass",), "Stale expectations (passing, but listed as failing)"),
+    (("error",), "Harness errors (the suite could not set the cell up)"),
+    (("xfail",), "Known failures (listed in fixtures/expectations)"),
+)
+
+
+def failures_section(envelope: dict) -> list[str]:
+    """Every non-passing applicable cell with its reason; a class's cells sharing a reason share a line."""
+    lines = ["## Failures", ""]
+    checks = envelope["checks"]
+    order = {c: i for i, c in enumerate(checks)}
+    for verdicts, title in FAILURE_GROUPS:
+        found = []
+        for name, row in sorted(envelope["models"].items()):
+            by_reason: dict[tuple[str, str], list[str]] = {}
+            for check_id, cell in sorted(row["cells"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+                if cell["verdict"] in verdicts:
+                    by_reason.setdefault((cell["verdict"], cell.get("reason", "")), []).append(check_id)
+            for (verdict, reason), ids in by_reason.items():
+                where = ", ".join(f"`{c}`" for c in ids)
+                found.append(f"- {SYMBOLS[verdict]} {name} / {where}: {code(reason) or '(no reason recorded)'}")
+        lines += [f"### {title} ({len(found)})", ""] + (found or ["None."]) + [""]
+    return lines
+
+
+def listed_metrics_section(envelope: dict) -> list[str]:
+    lines = []
+    for check_id, (metric, what) in listed_metrics(envelope).items():
+        by_value: dict[str, list[str]] = {}
+        for name, row in sorted(envelope["models"].items()):
+            value = row["cells"].get(check_id, {}).get("metrics", {}).get(metric)
+            if value is not None:
+                by_value.setdefault(str(value), []).append(name)
+        if not by_value:
+            continue
+        rows = [[f"`{v}`", str(len(names)), ", ".join(names)] for v, names in sorted(by_value.items())]
+        lines += [f"## `{check_id}`: {what} (`{metric}`)", ""]
+        lines += _table(["value", "classes", "which"], rows, ["l", "r", "l"]) + [""]
+    return lines
+
+
+def coverage_status(row: dict) -> tuple[str, str]:
+    """(status, reason) of one class: built, build check fails, error, timeout, not run."""
+    cells = row.get("cells", {})
+    build = cells.get("build")
+    if build is not None:
+        verdict = build["verdict"]
+        if verdict in PASSING:
+            return "built", ""
+        if verdict in ("fail", "xfail"):
+            return "build check fails", build.get("reason", "")
+        if verdict in ("error", "timeout"):
+            return verdict, build.get("reason", "")
+    errors = [cell for cell in cells.values() if cell["verdict"] == "error"]
+    if errors:
+        return "error", errors[0].get("reason", "")
+    return ("built", "") if cells else ("not run", "")
+
+
+def coverage_section(envelope: dict) -> list[str]:
+    rows, counts = [], {}
+    for name, row in sorted(envelope["models"].items()):
+        status, reason = coverage_status(row)
+        counts[status] = counts.get(status, 0) + 1
+        tiny = row.get("tiny", {})
+        size = f"{tiny['parameters']:,}" if isinstance(tiny.get("parameters"), int) and tiny["parameters"] else ""
+        rows.append([name, f"`{row.get('model_type', '')}`", row.get("kind", ""), status, size,
+                     tiny.get("source", ""), tiny.get("strategy", ""), code(reason, table=True)])
+    total = len(envelope["models"])
+    tally = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+    lines = ["## Coverage", "", f"{counts.get('built', 0)} of {total} classes built ({tally}).", ""]
+    lines += _table(["class", "model_type", "kind", "status", "tiny parameters", "config", "inputs", "reason"],
+                    rows, ["l", "l", "l", "l", "r", "l", "l", "l"])
+    return lines + [""]
+
+
+# --------------------------------------------------------------------------- documents
+
+
+def render_markdown(envelope: dict) -> str:
+    """The full matrix document (reports/MATRIX.md)."""
+    image_text, others = split_classes(envelope)
+    suite = envelope.get("suite", {})
+    lines = ["# vlm-conformance matrix", "", environment_line(envelope), ""]
+    if suite.get("version") or suite.get("commit"):
+        lines += [f"Suite {suite.get('version', '')} at commit {suite.get('commit') or 'unknown'}; "
+                  f"python {envelope['environment'].get('python', '')}.", ""]
+    lines += [legend(), "", PASS_RATE_NOTE, ""]
+    lines += ["## Summary", ""] + summary_section(envelope) + [""]
+    lines += [f"## Image-text-to-text classes ({len(image_text)})", ""]
+    lines += (matrix_section(envelope, image_text) if image_text else ["None."]) + [""]
+    lines += [f"## Other classes ({len(others)})", ""]
+    lines += (matrix_section(envelope, others) if others else ["None."]) + [""]
+    lines += declared_section(envelope)
+    lines += failures_section(envelope)
+    lines += listed_metrics_section(envelope)
+    lines += coverage_section(envelope)
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def readme_section(envelope: dict) -> str:
+    """The README part between the markers (markers excluded), ending with a newline."""
+    image_text, others = split_classes(envelope)
+    lines = [environment_line(envelope), "", legend(), "", PASS_RATE_NOTE, ""]
+    lines += summary_section(envelope) + [""]
+    lines += [f"Image-text-to-text classes ({len(image_text)}):", ""]
+    lines += (matrix_section(envelope, image_text) if image_text else ["None."]) + [""]
+    lines += [f"Full report (the other classes ({len(others)}), declared flags vs observations, failures with "
+              f"their reasons, coverage): [{FULL_REPORT_LINK}]({FULL_REPORT_LINK})."]
+    return "\n".join(lines) + "\n"
+
+
+class SectionError(ValueError):
+    """The README lacks usable markers; the message is one line for a person."""
+
+
+def extract_section(text: str, source: str = "README.md") -> str:
+    """The text between the markers (exclusive), as written by `replace_section`."""
+    start, end = _marker_positions(text, source)
+    return text[start + len(START_MARKER):end].removeprefix("\n")
+
+
+def replace_section(text: str, section: str, source: str = "README.md") -> str:
+    """`text` with everything between the markers replaced by `section`."""
+    start, end = _marker_positions(text, source)
+    return text[: start + len(START_MARKER)] + "\n" + section + text[end:]
+
+
+def _marker_positions(text: str, source: str) -> tuple[int, int]:
+    fix = f"add a line {START_MARKER} and, below it, a line {END_MARKER} where the matrix goes"
+    if text.count(START_MARKER) != 1 or text.count(END_MARKER) != 1:
+        found = f"{text.count(START_MARKER)} start and {text.count(END_MARKER)} end markers"
+        raise SectionError(f"{source}: expected exactly one pair of matrix markers, found {found}; {fix}")
+    start, end = text.index(START_MARKER), text.index(END_MARKER)
+    if end < start:
+        raise SectionError(f"{source}: {END_MARKER} comes before {START_MARKER}; {fix}")
+    return start, end

@@ -1,0 +1,149 @@
+"""The matrix's tests: one test function per registered check, parametrized over the selected classes.
+
+Contracts:
+
+* `matrix_tests()` is ``{"test_<check id>": test}`` for every registered
+  check (`conformance.checks.common.registry`), in column order; each test
+  carries the mark ``conformance_check(<id>)`` and takes the `model_case`
+  fixture. `conformance/test_matrix.py` is nothing but these tests, so a
+  registered check has its tests without writing any.
+* Every test that takes `model_name` is parametrized over the run's
+  selected classes (ids = class names), grouped per class
+  (``xdist_group``), so that one worker builds each tiny model once.
+* `model_case` is the built case of the class; a build failure is the
+  cell's `error` (a build past the time limit its `timeout`).
+* `run_cell(check_id, case, request)` runs the check, applies the
+  expectations and ends the test with the gated verdict (`finish`).
+* `check_of(item)`, `cell_of(item)`, `model_of(item)`: the one reader of
+  an item's check id and class.
+"""
+
+from __future__ import annotations
+
+import gc
+
+import pytest
+
+from conformance.build.case import Case
+from conformance.checks.common.outcome import Outcome, run_check
+from conformance.checks.common.registry import load_all
+from conformance.run import isolation
+from conformance.run.records import gated
+from conformance.run.session import BuildError, BuildTimedOut, session_of
+
+CELL_KEY = pytest.StashKey[dict]()
+DEADLINE_KEY = pytest.StashKey[object]()
+
+
+# --------------------------------------------------------------------------- the tests
+
+
+def _cell_test(check_id: str):
+    def test(model_case, request):
+        run_cell(check_id, model_case, request)
+
+    test.__name__ = test.__qualname__ = f"test_{check_id}"
+    test.__doc__ = f"The `{check_id}` column: one cell per selected class."
+    return pytest.mark.conformance_check(check_id)(test)
+
+
+def matrix_tests() -> dict:
+    """`test_<id>` for every registered check, in column order."""
+    return {f"test_{check_id}": _cell_test(check_id) for check_id in load_all()}
+
+
+def pytest_generate_tests(metafunc):
+    if "model_name" not in metafunc.fixturenames:
+        return
+    names = session_of(metafunc.config).selected_models()
+    metafunc.parametrize(
+        "model_name",
+        [pytest.param(n, id=n, marks=pytest.mark.xdist_group(n)) for n in names],
+    )
+
+
+# --------------------------------------------------------------------------- which cell an item is
+
+
+def check_of(item) -> str | None:
+    marker = item.get_closest_marker("conformance_check")
+    return marker.args[0] if marker else None
+
+
+def model_of(item) -> str:
+    """The class an item is parametrized over ('' for other tests)."""
+    callspec = getattr(item, "callspec", None)
+    return str(callspec.params.get("model_name", "")) if callspec else ""
+
+
+def cell_of(item) -> tuple[str, str] | None:
+    """(model, check) of a parametrized cell, None for other tests."""
+    check_id, model = check_of(item), model_of(item)
+    return (model, check_id) if check_id and model else None
+
+
+# --------------------------------------------------------------------------- running a cell
+
+
+def deadline_of(node):
+    return node.stash.get(DEADLINE_KEY, None) or isolation.NoDeadline()
+
+
+@pytest.fixture
+def model_case(request, model_name) -> Case:
+    """The built case of the parametrized class; a build failure is the cell's `error`."""
+    session = session_of(request.config)
+    check_id = check_of(request.node)
+    deadline = deadline_of(request.node)
+    try:
+        with deadline.interruptible():
+            return session.case_for(model_name)
+    except (isolation.CellTimeout, BuildTimedOut) as exc:
+        outcome = Outcome("timeout", str(exc) if isinstance(exc, BuildTimedOut) else
+                          f"building the tiny model and inputs {deadline.reason()}",
+                          {"seconds": round(deadline.elapsed, 3)})
+    except BuildError as exc:
+        outcome = Outcome("error", f"tiny model or inputs could not be built: {exc}")
+    finish(request.node, model_name, check_id, outcome, session)
+
+
+def finish(node, model: str, check_id: str, outcome: Outcome, session, case=None):
+    """Apply the gate to a raw outcome, record the cell, and end the test accordingly."""
+    deadline_of(node).stop()  # the cell has its verdict: what pytest does next is not the cell's time
+    verdict, expectation = gated(outcome.verdict, session.expectations, model, check_id)
+    tiny = None
+    if case is not None and check_id == "build":
+        tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
+                "strategy": case.sample.strategy}
+    expected = expectation.verdict if expectation is not None and verdict in ("xfail", "xpass") else ""
+    node.stash[CELL_KEY] = session.write(node.nodeid, model, check_id, outcome, verdict, tiny, expected)
+    if verdict == "pass":
+        return
+    if verdict == "skip":
+        pytest.skip(outcome.reason)
+    if verdict == "xfail":
+        pytest.xfail(f"{expectation.reason} | observed: {outcome.reason}")
+    if verdict == "xpass":
+        pytest.fail(f"XPASS {model} / {check_id}: expected to {expectation.verdict} ({expectation.reason}) "
+                    f"but passed; remove this expectation from {session.expectations_file}", pytrace=False)
+    pytest.fail(f"{verdict.upper()} {model} / {check_id}: {outcome.reason}", pytrace=False)
+
+
+def run_cell(check_id: str, case: Case, request) -> None:
+    """Run `check_id` on `case` and end the test with the gated verdict."""
+    import torch
+
+    session = session_of(request.config)
+    deadline = deadline_of(request.node)
+    outcome = None
+    try:
+        with deadline.interruptible():
+            outcome = run_check(check_id, case)
+    except isolation.CellTimeout:
+        pass
+    if deadline.fired or outcome is None:
+        # Whatever came out of the check (torch may wrap the interrupt), it was stopped by the limit.
+        outcome = Outcome("timeout", deadline.reason(), {"seconds": round(deadline.elapsed, 3)})
+        torch._dynamo.reset()
+        gc.collect()
+    finish(request.node, case.info.name, check_id, outcome, session, case)

@@ -1,0 +1,213 @@
+"""Per-process state of a run: options resolved once, the case source, the class being built.
+
+Contract: `Session(config)` holds what every hook of the run needs;
+`validate()` resolves every option and input file (a bad one raises
+`options.UsageError`, one line) and is called before anything runs or is
+written; `case_for(name)` builds a class's `Case` once per process (the
+previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
+model or its inputs cannot be made, and failing at once a class whose build
+ended an earlier process; `write(...)` appends a cell's record to this
+process's part file; `write_envelope()` merges every part file into the
+envelope at ``--matrix-out``. `session_of(config)` is the run's Session.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+from pathlib import Path
+
+import pytest
+
+from conformance.build.case import Case, TransformersCases
+from conformance.checks.common.outcome import Outcome
+from conformance.checks.common.registry import check_ids, describe
+from conformance.reasons import one_line
+from conformance.report import envelope as report
+from conformance.report import io
+from conformance.run import isolation, options, shards
+from conformance.run.records import PartsDir, make_record, peak_memory
+
+SESSION_KEY = pytest.StashKey["Session"]()
+SELECTED_KEY = "conformance_selected"  # workerinput key: the class names the controller selected
+
+
+class BuildError(RuntimeError):
+    """The harness could not set up the tiny model or its inputs."""
+
+
+class BuildTimedOut(BuildError):
+    """Building the tiny model ran past the cell time limit."""
+
+
+def session_of(config) -> "Session":
+    return config.stash[SESSION_KEY]
+
+
+class Session:
+    """Per-process state: options resolved once, the case source, the current built model."""
+
+    def __init__(self, config):
+        self.config = config
+        self.is_worker = hasattr(config, "workerinput")
+        self.worker = config.workerinput.get("workerid", "gw") if self.is_worker else "main"
+        self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
+        self.matrix_out = Path(config.getoption("matrix_out"))
+        self.parts = PartsDir.of(self.matrix_out)
+        self.cell_timeout = config.getoption("cell_timeout")
+        self.grace = config.getoption("cell_timeout_grace")
+        self.dtype_name = config.getoption("dtype")
+        self.backend = config.getoption("backend")
+        self.checks = options.split(config.getoption("checks"))
+        self.expectations: dict = {}
+        self.expectations_file: Path | None = None
+        self.device = ""
+        self._selected: list[str] | None = None
+        self._estimates: dict[str, float] | None = None
+        self._built: tuple[str, object] | None = None
+        self.building: str | None = None  # the class being built right now (read by the watchdog)
+        self.note_active = False  # a cell of this process is running and has a note
+        self._dump_file = None
+        self.envelope: dict | None = None
+        # The terminal, for a message from the watchdog thread while pytest captures fd 2 (not yet at configure).
+        self.console_fd = os.dup(2)
+
+    # -- validation, before anything runs or is written
+
+    def validate(self) -> None:
+        """Resolve every option; a bad one raises UsageError (one line)."""
+        import torch
+
+        options.check_data()
+        options.check_ids(self.checks, check_ids())
+        options.check_shard(self.config.getoption("shard"))
+        options.check_seconds("--cell-timeout", self.cell_timeout)
+        options.check_seconds("--cell-timeout-grace", self.grace)
+        self.device = options.resolve_device(self.config.getoption("device"))
+        self.dtype = getattr(torch, self.dtype_name)
+        options.check_backend(self.backend)
+        if self.has_selection():
+            self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
+        self.estimates()
+        self.expectations_file, self.expectations = options.load_expectations(self.config.getoption("expectations"),
+                                                                              self.source)
+        if not self.is_worker:
+            options.check_writable(self.matrix_out)
+
+    def has_selection(self) -> bool:
+        """Whether --models or an impact option narrows the classes."""
+        option = self.config.getoption
+        return bool(option("models") or option("changed_files") or option("since"))
+
+    @property
+    def count_graph_breaks(self) -> bool:
+        return not self.config.getoption("no_graph_break_count")
+
+    def estimates(self) -> dict[str, float]:
+        """Expected seconds per class, from the published matrix (none when there is none); read once."""
+        if self._estimates is None:
+            try:
+                self._estimates = shards.published_estimates(self.count_graph_breaks)
+            except report.EnvelopeError as exc:
+                raise options.UsageError(f"{exc} (shards and the run order come from it: restore it with "
+                                         f"`git checkout -- {shards.PUBLISHED}`)") from None
+        return self._estimates
+
+    def selected_models(self) -> list[str]:
+        """Class names selected by --models and the impact options (sorted)."""
+        if self._selected is None and self.is_worker and SELECTED_KEY in self.config.workerinput:
+            self._selected = list(self.config.workerinput[SELECTED_KEY])
+        if self._selected is None:
+            self._selected = options.select_models(self.config, self.source)
+        return self._selected
+
+    # -- building
+
+    def case_for(self, name: str) -> Case:
+        """The built case of class `name`; built once, the previous one freed.
+
+        A build that ended an earlier process (crash, hang past the hard
+        limit) is not tried again: its cells fail the same way at once.
+        """
+        if not (self._built and self._built[0] == name):
+            self._built = None
+            gc.collect()
+            self.building = name
+            self.mark_note(building=True)
+            try:
+                earlier = self._earlier_build_failure(name)
+                if earlier is not None:
+                    raise earlier
+                value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
+                if isinstance(value, Case):
+                    value.count_graph_breaks = self.count_graph_breaks
+            except isolation.CellTimeout as exc:
+                self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
+                                                   "(in the first cell of this class)"))
+                raise
+            except BuildError as exc:
+                value = exc
+            except Exception as exc:
+                value = BuildError(one_line(exc))
+            finally:
+                self.building = None
+                self.mark_note(building=False)
+            self._built = (name, value)
+        value = self._built[1]
+        if isinstance(value, Exception):
+            raise value
+        return value
+
+    def _earlier_build_failure(self, name: str) -> BuildError | None:
+        failure = self.parts.build_failures().get(name)
+        if failure is None:
+            return None
+        if failure["verdict"] == "timeout":
+            return BuildTimedOut(f"building the tiny model and inputs {failure['reason']} "
+                                 "(in an earlier cell of this class)")
+        return BuildError(f"{failure['reason']} (in an earlier cell of this class)")
+
+    # -- files
+
+    def mark_note(self, **fields) -> None:
+        """Update the running note of the current cell (no cell running: nothing to do)."""
+        path = self.parts.note(self.worker)
+        note = isolation.read_note(path) if self.note_active else None
+        if note is not None:
+            isolation.write_note(path, {**note, **fields})
+
+    @property
+    def part_file(self) -> Path:
+        return self.parts.records(self.worker)
+
+    def dump_file(self):
+        """This process's faulthandler dump file (opened once)."""
+        if self._dump_file is None:
+            self._dump_file = isolation.open_dump_file(self.parts.crash_dump(self.worker))
+        return self._dump_file
+
+    def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
+              tiny: dict | None = None, expected: str = "") -> dict:
+        record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
+                             seconds=outcome.metrics.get("seconds", 0.0),
+                             metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
+                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected)
+        io.append_record(self.part_file, record)
+        return record
+
+    def write_envelope(self) -> dict | None:
+        """Merge every part file into the envelope at --matrix-out.
+
+        None when no cell finished, except with --shard: an empty shard still
+        writes its (empty) envelope, so that merging the shards never misses a file.
+        """
+        records = [r for r in io.read_records(self.parts.part_files()) if {"model", "check", "verdict"} <= set(r)]
+        if not records and not self.config.getoption("shard"):
+            return None
+        models = sorted({r["model"] for r in records})
+        checks = [c for c in check_ids() if any(r["check"] == c for r in records)]
+        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
+        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks))
+        io.write_json_atomic(self.matrix_out, envelope)
+        return envelope

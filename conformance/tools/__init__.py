@@ -1,0 +1,1 @@
+"""Stage 7, tools: the `conformance` command, `explain` and `bench`."""

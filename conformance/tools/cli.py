@@ -1,0 +1,317 @@
+"""The `conformance` command.
+
+    conformance list
+    conformance render RUN.json [-o OUT.md]
+    conformance publish RUN.json [--root DIR]
+    conformance diff OLD.json NEW.json
+    conformance merge A.json B.json ... -o OUT.json
+    conformance merge --parts DIR -o OUT.json [--device D --dtype T --backend B]
+    conformance explain CLASS CHECK [--device D --dtype T --backend B]
+    conformance expectations --update RUN.json [--file PATH]
+    conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
+    conformance bench [ARGS...]
+
+Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
+or malformed file, an unknown class or check, an unwritable output) prints
+one line on stderr and returns 2 without writing anything; `diff` returns 1
+when a cell regressed; `explain` returns 1 when the cell does not pass.
+Heavy imports (torch, transformers) happen only in the subcommands that
+need them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from conformance.report import diff, io, render
+from conformance.report import envelope as report
+
+USAGE_ERROR = 2
+README = "README.md"
+PUBLISHED_ENVELOPE = Path("reports/matrix.json")
+PUBLISHED_MATRIX = Path("reports/MATRIX.md")
+
+
+class CliError(Exception):
+    """A user-facing problem: printed as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line instead of usage + message
+        raise CliError(f"{message} (see `{self.prog} --help`)")
+
+
+def _write(files: dict[Path, str]) -> None:
+    try:
+        io.write_texts_atomic(files)
+    except OSError as exc:
+        target = Path(exc.filename) if exc.filename else next(iter(files))
+        raise CliError(f"{target}: cannot write ({exc.strerror or exc}); choose a writable path") from None
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def cmd_render(args) -> int:
+    text = render.render_markdown(report.load_envelope(args.run))
+    if args.output:
+        _write({Path(args.output): text})
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def published_files(envelope: dict, root: Path) -> dict[Path, str]:
+    """What `publish` writes under `root`: the envelope copy, MATRIX.md and the README."""
+    readme = root / README
+    if not readme.is_file():
+        raise CliError(f"{readme}: no such file; run publish from the repository root or pass --root DIR")
+    text = render.replace_section(readme.read_text(), render.readme_section(envelope), str(readme))
+    return {
+        root / PUBLISHED_ENVELOPE: io.json_text(envelope),
+        root / PUBLISHED_MATRIX: render.render_markdown(envelope),
+        readme: text,
+    }
+
+
+def cmd_publish(args) -> int:
+    envelope = report.load_envelope(args.run)
+    files = published_files(envelope, Path(args.root))
+    _write(files)
+    for path in files:
+        print(f"wrote {path}")
+    return 0
+
+
+DIFF_HEADINGS = {
+    "regression": "regressions",
+    "improvement": "improvements",
+    "changed": "other changes",
+    "removed": "only in OLD (not run in NEW)",
+    "added": "only in NEW",
+}
+
+
+def cmd_diff(args) -> int:
+    old, new = report.load_envelope(args.old), report.load_envelope(args.new)
+    for key in report.ENV_IDENTITY:
+        before, after = old["environment"].get(key), new["environment"].get(key)
+        if before != after:
+            print(f"environment: {key} {before} -> {after}")
+    changes = diff.diff_envelopes(old, new)
+    if not changes:
+        print("no verdict changed")
+        return 0
+    for kind in diff.CHANGE_ORDER:
+        group = [c for c in changes if c.kind == kind]
+        if not group:
+            continue
+        print(f"{DIFF_HEADINGS[kind]} ({len(group)}):")
+        for c in group:
+            reason = f"  {c.reason}" if c.reason and c.new not in ("pass", "absent") else ""
+            print(f"  {c.model} / {c.check}: {c.old} -> {c.new}{reason}")
+    regressions = sum(c.kind == "regression" for c in changes)
+    print(f"{regressions} regression(s), {sum(c.kind == 'improvement' for c in changes)} improvement(s)")
+    return 1 if regressions else 0
+
+
+def cmd_merge(args) -> int:
+    if bool(args.parts) == bool(args.runs):
+        raise CliError("merge: pass either shard run files or --parts DIR, not both or neither")
+    if args.parts:
+        env, note = None, ""
+        if Path(args.parts).is_dir() and not (Path(args.parts) / report.PARTS_ENVIRONMENT).exists():
+            device = args.device
+            if device == "auto":
+                import torch
+
+                device = "cuda" if torch.cuda.is_available() else "cpu"
+            env = report.environment(device, args.dtype, args.backend)
+            note = (f"note: {args.parts} has no {report.PARTS_ENVIRONMENT}; environment taken from this machine "
+                    f"with device {device}, dtype {args.dtype}, backend {args.backend}")
+        envelope = report.envelope_from_parts(args.parts, env)
+        if note:
+            print(note, file=sys.stderr)
+    else:
+        envelope = report.merge_envelopes([report.load_envelope(p) for p in args.runs], list(args.runs))
+    _write({Path(args.output): io.json_text(envelope)})
+    cells = sum(len(r["cells"]) for r in envelope["models"].values())
+    print(f"wrote {args.output}: {len(envelope['models'])} classes, {cells} cells")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from conformance.tools import explain
+
+    try:
+        return explain.explain(args.model, args.check, device=args.device, dtype=args.dtype, backend=args.backend)
+    except explain.ExplainError as exc:
+        raise CliError(str(exc)) from None
+
+
+def cmd_list(args) -> int:
+    from conformance.discover import discover
+
+    infos = discover()
+    width = max((len(i.name) for i in infos), default=0)
+    type_width = max((len(i.model_type) for i in infos), default=0)
+    kind_width = max((len(i.kind) for i in infos), default=0)
+    for info in infos:
+        print(f"{info.name:<{width}}  {info.model_type:<{type_width}}  {info.kind:<{kind_width}}  "
+              f"{','.join(info.modalities)}")
+    print(f"{len(infos)} classes", file=sys.stderr)
+    return 0
+
+
+def cmd_expectations(args) -> int:
+    report.load_envelope(args.update)
+    from conformance.gate import expectations as gate
+
+    update = getattr(gate, "update_expectations", None)
+    if update is None:
+        raise CliError("expectations --update: conformance.gate.expectations.update_expectations is not available "
+                       "in this checkout; update the suite")
+    try:
+        written = update(Path(args.update), Path(args.file) if args.file else None)
+    except gate.ExpectationsError as exc:
+        raise CliError(str(exc)) from None
+    print(f"wrote {written}")
+    return 0
+
+
+class _Selection:
+    """The selection options of `plan`, read as the plugin reads pytest's (`getoption`)."""
+
+    def __init__(self, args):
+        self.args = args
+
+    def getoption(self, name: str):
+        return getattr(self.args, name)
+
+
+def cmd_plan(args) -> int:
+    import json
+
+    from conformance.build.case import TransformersCases
+    from conformance.run import shards as shard
+    from conformance.run.options import UsageError, select_models
+
+    if not args.budget > 0 or args.workers < 1:
+        raise CliError("plan: --budget must be a positive number of seconds and --workers at least 1")
+    try:
+        names = select_models(_Selection(args), TransformersCases())
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
+    seconds = shard.published_estimates(count_graph_breaks=not args.no_graph_break_count)
+    result = shard.plan(names, seconds, args.budget, args.workers)
+    if args.json:
+        print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
+                          "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds}))
+        return 0
+    unknown = [n for n in names if n not in seconds]
+    print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
+          + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
+    print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
+          f"(budget {args.budget:g} s): " + " ".join(f"--shard {spec}" for spec in result.specs()))
+    return 0
+
+
+def run_bench(argv: list[str]) -> int:
+    import importlib
+
+    try:
+        bench = importlib.import_module("conformance.tools.bench")
+    except ModuleNotFoundError as exc:
+        if exc.name == "conformance.tools.bench":
+            raise CliError("bench: conformance.tools.bench is not available in this checkout; update the suite") from None
+        raise CliError(f"bench: cannot import conformance.tools.bench ({exc}); install the missing package") from None
+    main_fn = getattr(bench, "main", None)
+    if main_fn is None:
+        raise CliError("bench: conformance.tools.bench has no main(argv); update the suite")
+    return int(main_fn(argv) or 0)
+
+
+# --------------------------------------------------------------------------- parser
+
+
+def _add_run_options(parser, device_default="auto"):
+    parser.add_argument("--device", default=device_default, help="cpu, cuda, cuda:N or auto")
+    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    parser.add_argument("--backend", default="eager", help="dynamo backend: eager, aot_eager, inductor")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="conformance", description="vlm-conformance: run files, reports and tools.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser, metavar="COMMAND")
+
+    p = sub.add_parser("list", help="discovered classes: model_type, kind, modalities")
+    p.set_defaults(func=cmd_list)
+
+    p = sub.add_parser("render", help="Markdown matrix of a run")
+    p.add_argument("run", metavar="RUN.json")
+    p.add_argument("-o", "--output", metavar="OUT.md", help="write here instead of stdout")
+    p.set_defaults(func=cmd_render)
+
+    p = sub.add_parser("publish", help="write reports/matrix.json, reports/MATRIX.md and the README section")
+    p.add_argument("run", metavar="RUN.json")
+    p.add_argument("--root", default=".", help="repository root holding README.md (default: .)")
+    p.set_defaults(func=cmd_publish)
+
+    p = sub.add_parser("diff", help="cells whose verdict changed; exit 1 on a regression")
+    p.add_argument("old", metavar="OLD.json")
+    p.add_argument("new", metavar="NEW.json")
+    p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("merge", help="merge shard envelopes, or rebuild one from part files")
+    p.add_argument("runs", nargs="*", metavar="RUN.json")
+    p.add_argument("--parts", metavar="DIR", help="a <matrix-out>.parts directory of an interrupted run")
+    p.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    _add_run_options(p, device_default="cpu")
+    p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser("explain", help="re-run one cell with its full traceback and a reproducer")
+    p.add_argument("model", metavar="CLASS")
+    p.add_argument("check", metavar="CHECK")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_explain)
+
+    p = sub.add_parser("expectations", help="rewrite the expectations file from a run")
+    p.add_argument("--update", required=True, metavar="RUN.json")
+    p.add_argument("--file", metavar="PATH", help="expectations file (default: the installed version's)")
+    p.set_defaults(func=cmd_expectations)
+
+    p = sub.add_parser("plan", help="impacted classes and how many gate shards fit a time budget")
+    p.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
+    p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
+    p.add_argument("--since", default="", metavar="REF", help="git ref: changes from `git diff REF`")
+    p.add_argument("--transformers-repo", default="", metavar="DIR", help="a transformers checkout, for --since")
+    p.add_argument("--budget", type=float, default=120.0, help="seconds a shard may take (default: 120)")
+    p.add_argument("--workers", type=int, default=2, help="xdist workers per shard (default: 2)")
+    p.add_argument("--no-graph-break-count", action="store_true", help="the shards run with --no-graph-break-count")
+    p.add_argument("--json", action="store_true", help="one JSON object (classes, shards, specs) for a CI matrix")
+    p.set_defaults(func=cmd_plan)
+
+    sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        if argv[:1] == ["bench"]:
+            return run_bench(argv[1:])
+        args = build_parser().parse_args(argv)
+        return args.func(args)
+    except (CliError, report.EnvelopeError, render.SectionError) as exc:
+        print(f"conformance: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except KeyboardInterrupt:
+        print("conformance: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,134 @@
+"""`conformance explain CLASS CHECK`: re-run one cell alone, in this process, and say why.
+
+Contract: `explain(model, check_id, device, dtype, backend, out)` builds the
+case the way the pytest plugin does (`conformance.build.case.build_case`),
+runs the check with dynamo's graph-break and recompile
+logs on, and prints the raw verdict, the verdict after expectations, the
+reason, the metrics (graph breaks, recompiles, ...), the full traceback and
+a one-line pytest command reproducing the cell. It returns 0 when the cell
+passes or does not apply, 1 otherwise. An unknown class or check id, or a
+check with no implementation, raises `ExplainError` (one line) before
+anything is built.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import sys
+import traceback
+from typing import TextIO
+
+MATRIX_TESTS = "conformance/test_matrix.py"  # where the run generates every check's test (conformance.run.cells)
+# Metric names containing these words are shown on their own lines.
+HIGHLIGHTED_METRICS = ("break", "recompile", "guard")
+
+
+class ExplainError(ValueError):
+    """Bad input to explain; the message is one line for a person."""
+
+
+def resolve_model(name: str):
+    from conformance.discover import by_name, quiet_transformers
+
+    with quiet_transformers():
+        index = by_name()
+    if name in index:
+        return index[name]
+    close = difflib.get_close_matches(name, list(index), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else "; see `conformance list` for the names"
+    raise ExplainError(f"unknown class {name!r}{hint}")
+
+
+def resolve_check(check_id: str):
+    from conformance.checks.common.registry import load_all
+
+    checks = load_all()
+    if check_id not in checks:
+        raise ExplainError(f"unknown check id {check_id!r}; known: {', '.join(checks)}")
+    return checks[check_id]
+
+
+def resolve_device(device: str) -> str:
+    """`device` checked against this machine; auto = cuda when present, else cpu."""
+    from conformance.run.options import UsageError
+    from conformance.run.options import resolve_device as resolve
+
+    try:
+        return resolve(device)
+    except UsageError as exc:
+        raise ExplainError(str(exc)) from None
+
+
+def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str) -> str:
+    """The one-line pytest command that runs exactly this cell."""
+    options = [f"--models {model}", f"--checks {check_id}"]
+    for name, value, default in (("device", device, "auto"), ("dtype", dtype, "float32"),
+                                 ("backend", backend, "eager")):
+        if value != default:
+            options.append(f"--{name} {value}")
+    return f"pytest {MATRIX_TESTS}::test_{check_id} {' '.join(options)} -p no:randomly"
+
+
+def _expectation(model: str, check_id: str):
+    from conformance.gate import expectations as gate
+
+    try:
+        return gate.load().get((model, check_id)), ""
+    except Exception as exc:  # an unusable expectations file must not hide the cell
+        return None, f"(expectations not applied: {exc})"
+
+
+def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float32", backend: str = "eager",
+            out: TextIO | None = None) -> int:
+    out = out or sys.stdout
+    if dtype not in ("float32", "bfloat16", "float16"):
+        raise ExplainError(f"--dtype {dtype!r}: use float32, bfloat16 or float16")
+    resolve_check(check_id)
+    info = resolve_model(model)
+    import torch
+
+    from conformance.build.case import build_case
+    from conformance.checks.common.outcome import Outcome, run_check
+    from conformance.gate import expectations as gate
+    from conformance.reasons import one_line
+
+    device = resolve_device(device)
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
+
+    def say(line: str = "") -> None:
+        print(line, file=out, flush=True)
+
+    say(f"== {info.name} / {check_id} on {device}, {dtype}, backend {backend}")
+    try:
+        case = build_case(info, device, dtype, backend)
+    except Exception as exc:
+        outcome = Outcome("error", f"tiny model or inputs could not be built: {one_line(exc)}",
+                          traceback=traceback.format_exc())
+    else:
+        if check_id != "build":
+            say("(dynamo graph-break and recompile logs go to stderr)")
+            torch._logging.set_logs(graph_breaks=True, recompiles=True)
+        try:
+            outcome = run_check(check_id, case)
+        finally:
+            torch._logging.set_logs()
+    expectation, note = _expectation(info.name, check_id)
+    verdict = gate.judge(outcome.verdict, expectation)
+    say(f"verdict: {verdict}" + (f" (raw: {outcome.verdict})" if verdict != outcome.verdict else ""))
+    if expectation is not None:
+        say(f"expectation: {expectation.verdict}: {expectation.reason}" +
+            (f" ({expectation.link})" if expectation.link else ""))
+    if note:
+        say(note)
+    if outcome.reason:
+        say(f"reason: {outcome.reason}")
+    for name, value in sorted(outcome.metrics.items()):
+        if any(word in name for word in HIGHLIGHTED_METRICS):
+            say(f"{name}: {value}")
+    say("metrics: " + json.dumps(outcome.metrics, sort_keys=True, default=str))
+    if outcome.traceback:
+        say("traceback:")
+        say(outcome.traceback.rstrip())
+    say(f"reproduce: {reproducer(info.name, check_id, device, dtype, backend)}")
+    return 0 if verdict in ("pass", "skip") else 1

@@ -1,0 +1,23 @@
+"""The verdicts of a cell: the one vocabulary of checks, runs, reports and the gate.
+
+| verdict | meaning |
+| --- | --- |
+| `pass` | the check ran and its contract held |
+| `fail` | it ran and the contract was violated, and no expectation lists it |
+| `xfail` | violated, and the expectations list the cell |
+| `xpass` | listed as failing, but passed: the expectation must go |
+| `skip` | the check does not apply to the model (the reason says why) |
+| `error` | the harness could not set the cell up (a gap of the suite) |
+| `timeout` | the cell ran past its time limit |
+
+A check itself only ever says pass, fail or skip (`RAW`); the harness adds
+error and timeout; the gate turns a listed failure into xfail and a listed
+pass into xpass. Torch-free.
+"""
+
+from __future__ import annotations
+
+VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error", "timeout")
+RAW = ("pass", "fail", "skip")
+FAILING = ("fail", "error", "timeout")  # raw verdicts an expectation may list
+PASSING = ("pass", "xpass")

@@ -100,7 +100,8 @@ class LifecycleHooks:
             self.written += pages.write_beside(envelope, self.session.matrix_out)
         except OSError as exc:  # the envelope is written; the pages can be made again with `conformance render`
             self.pages_error = (f"conformance: the Markdown and HTML pages could not be written beside "
-                                f"{self.session.matrix_out} ({exc}); make them with `conformance render --html`")
+                                f"{self.session.matrix_out} ({exc}); make them with `conformance render --html "
+                                f"{self.session.matrix_out} -o PAGE.html`")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_modifyreport(self, json_report):

@@ -12,7 +12,7 @@ import pytest
 import conformance.discover
 from conformance.meta.test_report import ENV, cell, make_envelope
 from conformance.report import envelope as report
-from conformance.report import io, render
+from conformance.report import io, page, render
 from conformance.tools import cli, explain
 
 pytestmark = pytest.mark.meta
@@ -59,14 +59,15 @@ def test_render_unwritable_output(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "run.json"]
 
 
-def test_publish_writes_the_three_files(tmp_path, capsys):
+def test_publish_writes_the_four_files(tmp_path, capsys):
     envelope = make_envelope()
     (tmp_path / "README.md").write_text(README)
     run_json = save(tmp_path / "run.json", envelope)
     code, out, _ = run(capsys, "publish", run_json, "--root", tmp_path)
-    assert code == 0 and out.count("wrote ") == 3
+    assert code == 0 and out.count("wrote ") == 4
     assert report.load_envelope(tmp_path / "reports" / "matrix.json") == envelope
     assert (tmp_path / "reports" / "MATRIX.md").read_text() == render.render_markdown(envelope)
+    assert (tmp_path / "reports" / "matrix.html").read_text() == page.render_html([envelope], ["matrix.json"])
     readme = (tmp_path / "README.md").read_text()
     assert readme.startswith("# project\n\ntext before\n\n") and readme.endswith(f"{render.END_MARKER}\n\ntext after\n")
     assert render.extract_section(readme) == render.readme_section(envelope)

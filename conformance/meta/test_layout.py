@@ -109,7 +109,8 @@ def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
 @pytest.mark.parametrize("modules", [
     # What reads run files, and the plugin module that every pytest run of the environment imports.
     ("conformance.report.envelope", "conformance.report.render", "conformance.report.diff",
-     "conformance.report.io", "conformance.gate.expectations", "conformance.tools.cli",
+     "conformance.report.io", "conformance.report.summary", "conformance.report.page", "conformance.report.pages",
+     "conformance.report.reproduce", "conformance.gate.expectations", "conformance.tools.cli",
      "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations"),
     ("conformance.run.plugin",),
 ])

@@ -66,3 +66,8 @@ def test_an_unrelated_pytest_run_is_left_alone(pytester):
     result.assert_outcomes(passed=1)
     assert not (pytester.path / "reports").exists()
     assert "conformance:" not in result.stdout.str()  # no header or summary line of the suite
+
+
+def test_the_wheel_carries_the_html_page_assets(wheel):
+    names = set(wheel.namelist())
+    assert {"conformance/report/page.css", "conformance/report/page.js"} <= names

@@ -17,6 +17,8 @@ Both outputs are pure functions of the envelope (no clock, no filesystem).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from conformance.verdicts import PASSING, VERDICTS
 
 START_MARKER = "<!-- matrix:start -->"
@@ -160,8 +162,18 @@ def listed_metrics(envelope: dict) -> dict[str, tuple[str, str]]:
             for c in envelope["checks"] if (info.get(c) or {}).get("lists")}
 
 
-def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
-    """(declared but not observed, observed but not declared) rows: class, flag, observations.
+class Disagreement(NamedTuple):
+    """A declared flag that the observing checks contradict; `first_failure` is (check, reason) of a true flag."""
+
+    model: str
+    flag: str
+    declared: object
+    observed: dict[str, str]  # observing check -> its verdict
+    first_failure: tuple[str, str] | None
+
+
+def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagreement]]:
+    """(declared but not observed, observed but not declared), by class.
 
     A true flag disagrees when any observing check fails (fail, xfail,
     timeout). A false flag disagrees ("could be flipped") when every
@@ -176,17 +188,26 @@ def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
             cells = {c: row["cells"][c] for c in checks if c in row["cells"]}
             if not cells:
                 continue
-            observed = ", ".join(f"`{c}` {SYMBOLS[cell['verdict']]} {cell['verdict']}" for c, cell in cells.items())
-            verdicts = [cell["verdict"] for cell in cells.values()]
+            observed = {c: cell["verdict"] for c, cell in cells.items()}
+            verdicts = list(observed.values())
             if declared[flag]:
-                failing = [(c, cell) for c, cell in cells.items() if cell["verdict"] in FAILING]
+                failing = [(c, cell.get("reason", "")) for c, cell in cells.items() if cell["verdict"] in FAILING]
                 if failing:
-                    first_check, first = failing[0]
-                    overclaimed.append([name, f"`{flag} = {declared[flag]}`", observed,
-                                        code(f"{first_check}: {first.get('reason', '')}", table=True)])
+                    overclaimed.append(Disagreement(name, flag, declared[flag], observed, failing[0]))
             elif any(v in PASSING for v in verdicts) and all(v in PASSING or v == "skip" for v in verdicts):
-                underclaimed.append([name, f"`{flag} = {declared[flag]}`", observed])
+                underclaimed.append(Disagreement(name, flag, declared[flag], observed, None))
     return overclaimed, underclaimed
+
+
+def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
+    """`flag_disagreements` as Markdown table rows: class, flag, observations (and the first failure)."""
+    def observed(d: Disagreement) -> str:
+        return ", ".join(f"`{c}` {SYMBOLS[v]} {v}" for c, v in d.observed.items())
+
+    overclaimed, underclaimed = flag_disagreements(envelope)
+    return ([[d.model, f"`{d.flag} = {d.declared}`", observed(d), code(": ".join(d.first_failure), table=True)]
+             for d in overclaimed],
+            [[d.model, f"`{d.flag} = {d.declared}`", observed(d)] for d in underclaimed])
 
 
 def declared_section(envelope: dict) -> list[str]:

@@ -9,10 +9,13 @@ Contracts (the hooks of `LifecycleHooks`):
 * after collection the collector is kept off what is alive by then
   (`gc.freeze`: torch, transformers, every discovered class);
 * at session end (also after Ctrl-C) the controller writes the envelope
-  once, adds it under ``conformance`` to pytest-json-report's file when that
-  plugin is active, and clears the parts;
+  once, the full Markdown matrix and the HTML page beside it
+  (`report.pages`), adds the envelope under ``conformance`` to
+  pytest-json-report's file when that plugin is active, and clears the parts;
 * the terminal header says what a selection or shard option chose; the
-  summary says how many cells were written where.
+  terminal ends with the run's short summary (`report.summary`: counts per
+  check, regressions and stale expectations by name, the files written),
+  after pytest's own summary lines.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import sys
 import pytest
 
 from conformance.report import envelope as report
-from conformance.report import io
+from conformance.report import io, pages, summary
 from conformance.run import isolation, shards
 
 
@@ -33,6 +36,8 @@ class LifecycleHooks:
 
     def __init__(self, session):
         self.session = session
+        self.written: list = []  # the files the run wrote for a person to open (the envelope first)
+        self.pages_error = ""
 
     # -- start
 
@@ -85,7 +90,18 @@ class LifecycleHooks:
             state.envelope = state.write_envelope()
             if state.envelope is not None or not state.parts.part_files():
                 state.parts.clear()
+            if state.envelope is not None:
+                self._write_pages(state.envelope)
         return state.envelope
+
+    def _write_pages(self, envelope: dict) -> None:
+        self.written = [self.session.matrix_out]
+        try:
+            self.written += pages.write_beside(envelope, self.session.matrix_out)
+        except OSError as exc:  # the envelope is written; the pages can be made again with `conformance render`
+            self.pages_error = (f"conformance: the Markdown and HTML pages could not be written beside "
+                                f"{self.session.matrix_out} ({exc}); make them with `conformance render --html "
+                                f"{self.session.matrix_out} -o PAGE.html`")
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_json_modifyreport(self, json_report):
@@ -93,13 +109,17 @@ class LifecycleHooks:
         if envelope is not None:
             json_report["conformance"] = envelope
 
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
+        result = yield  # pytest's failures and short summary first: the run's summary is what stays on screen
         envelope = self.session.envelope
         if envelope is not None:
-            cells = sum(len(r["cells"]) for r in envelope["models"].values())
-            peak = envelope["environment"].get("peak_rss_mib")
-            terminalreporter.write_line(f"conformance: {cells} cells written to {self.session.matrix_out}"
-                                        + (f" (peak RSS {peak:.0f} MiB)" if peak else ""))
+            terminalreporter.write_sep("=", "conformance")
+            for line in summary.summary_lines(envelope, self.written or [self.session.matrix_out]):
+                terminalreporter.write_line(line)
+            if self.pages_error:
+                terminalreporter.write_line(self.pages_error)
+        return result
 
     def pytest_unconfigure(self, config):
         os.close(self.session.console_fd)

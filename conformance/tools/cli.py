@@ -2,6 +2,8 @@
 
     conformance list
     conformance render RUN.json [-o OUT.md]
+    conformance render --html RUN.json [RUN2.json ...] [-o OUT.html]
+    conformance render --summary RUN.json
     conformance publish RUN.json [--root DIR]
     conformance diff OLD.json NEW.json
     conformance merge A.json B.json ... -o OUT.json
@@ -25,13 +27,14 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.report import diff, io, render
+from conformance.report import diff, io, page, pages, render, summary
 from conformance.report import envelope as report
 
 USAGE_ERROR = 2
 README = "README.md"
 PUBLISHED_ENVELOPE = Path("reports/matrix.json")
 PUBLISHED_MATRIX = Path("reports/MATRIX.md")
+PUBLISHED_PAGE = Path("reports/matrix.html")
 
 
 class CliError(Exception):
@@ -55,7 +58,21 @@ def _write(files: dict[Path, str]) -> None:
 
 
 def cmd_render(args) -> int:
-    text = render.render_markdown(report.load_envelope(args.run))
+    if len(args.runs) > 1 and not (args.html or args.summary):
+        raise CliError("render: several run files make one page side by side: add --html")
+    if args.summary and args.output and not args.html:
+        raise CliError("render: --summary prints to the terminal; -o names the Markdown or the --html page")
+    envelopes = [report.load_envelope(run) for run in args.runs]
+    if args.html:
+        output = Path(args.output) if args.output else pages.beside(args.runs[0])[1]
+        _write({output: page.render_html(envelopes, [Path(run).name for run in args.runs])})
+        print(f"wrote {output}")
+    if args.summary:
+        for run, envelope in zip(args.runs, envelopes):
+            sys.stdout.write(summary.summary_text(envelope, [run] + [p for p in pages.beside(run) if p.exists()]))
+    if args.html or args.summary:
+        return 0
+    text = render.render_markdown(envelopes[0])
     if args.output:
         _write({Path(args.output): text})
         print(f"wrote {args.output}")
@@ -65,7 +82,7 @@ def cmd_render(args) -> int:
 
 
 def published_files(envelope: dict, root: Path) -> dict[Path, str]:
-    """What `publish` writes under `root`: the envelope copy, MATRIX.md and the README."""
+    """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README."""
     readme = root / README
     if not readme.is_file():
         raise CliError(f"{readme}: no such file; run publish from the repository root or pass --root DIR")
@@ -73,6 +90,7 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     return {
         root / PUBLISHED_ENVELOPE: io.json_text(envelope),
         root / PUBLISHED_MATRIX: render.render_markdown(envelope),
+        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
         readme: text,
     }
 
@@ -250,12 +268,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("list", help="discovered classes: model_type, kind, modalities")
     p.set_defaults(func=cmd_list)
 
-    p = sub.add_parser("render", help="Markdown matrix of a run")
-    p.add_argument("run", metavar="RUN.json")
-    p.add_argument("-o", "--output", metavar="OUT.md", help="write here instead of stdout")
+    p = sub.add_parser("render", help="Markdown matrix of a run; --html: one page of one or more runs; --summary")
+    p.add_argument("runs", nargs="+", metavar="RUN.json")
+    p.add_argument("--html", action="store_true",
+                   help="write one self-contained HTML page, several runs side by side (default: RUN.html beside RUN.json)")
+    p.add_argument("--summary", action="store_true", help="print the short summary the run prints at its end")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout (with --html: instead of RUN.html)")
     p.set_defaults(func=cmd_render)
 
-    p = sub.add_parser("publish", help="write reports/matrix.json, reports/MATRIX.md and the README section")
+    p = sub.add_parser("publish", help="write reports/matrix.json, MATRIX.md, matrix.html and the README section")
     p.add_argument("run", metavar="RUN.json")
     p.add_argument("--root", default=".", help="repository root holding README.md (default: .)")
     p.set_defaults(func=cmd_publish)

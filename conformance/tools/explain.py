@@ -19,7 +19,8 @@ import sys
 import traceback
 from typing import TextIO
 
-MATRIX_TESTS = "conformance/test_matrix.py"  # where the run generates every check's test (conformance.run.cells)
+from conformance.report.reproduce import reproducer
+
 # Metric names containing these words are shown on their own lines.
 HIGHLIGHTED_METRICS = ("break", "recompile", "guard")
 
@@ -58,16 +59,6 @@ def resolve_device(device: str) -> str:
         return resolve(device)
     except UsageError as exc:
         raise ExplainError(str(exc)) from None
-
-
-def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str) -> str:
-    """The one-line pytest command that runs exactly this cell."""
-    options = [f"--models {model}", f"--checks {check_id}"]
-    for name, value, default in (("device", device, "auto"), ("dtype", dtype, "float32"),
-                                 ("backend", backend, "eager")):
-        if value != default:
-            options.append(f"--{name} {value}")
-    return f"pytest {MATRIX_TESTS}::test_{check_id} {' '.join(options)} -p no:randomly"
 
 
 def _expectation(model: str, check_id: str):

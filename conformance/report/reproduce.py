@@ -1,0 +1,30 @@
+"""Stage 4, report: the one-line pytest command that runs exactly one cell (the one home of that string).
+
+Contract: `reproducer(model, check_id, device, dtype, backend)` is
+``pytest conformance/test_matrix.py::test_<check> --models <Class> --checks <check> [options]``,
+an option written only where it differs from the run's default;
+`reproducer_template(environment)` is the same command for a run's
+environment with the placeholders `MODEL` and `CHECK` in place of the class
+and check (the HTML page fills them in). Torch-free.
+"""
+
+from __future__ import annotations
+
+MATRIX_TESTS = "conformance/test_matrix.py"  # where the run generates every check's test (conformance.run.cells)
+MODEL, CHECK = "{model}", "{check}"
+
+
+def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str) -> str:
+    """The one-line pytest command that runs exactly this cell."""
+    options = [f"--models {model}", f"--checks {check_id}"]
+    for name, value, default in (("device", device, "auto"), ("dtype", dtype, "float32"),
+                                 ("backend", backend, "eager")):
+        if value != default:
+            options.append(f"--{name} {value}")
+    return f"pytest {MATRIX_TESTS}::test_{check_id} {' '.join(options)} -p no:randomly"
+
+
+def reproducer_template(environment: dict) -> str:
+    """`reproducer` for a run's environment, with `MODEL` and `CHECK` left to fill in."""
+    return reproducer(MODEL, CHECK, environment.get("device", "auto"), environment.get("dtype", "float32"),
+                      environment.get("backend", "eager"))

@@ -1,0 +1,129 @@
+"""Stage 4, report: the short summary of a run, as a person reads it at the end of a terminal.
+
+Contracts:
+
+* `tally(envelope)` counts each check's cells as pass, known (xfail: listed
+  in the expectations), new (fail, error, timeout: not listed, and xpass: a
+  stale expectation) and n/a (skip), with the new ones by verdict.
+* `regressions(envelope)` are the fail, error and timeout cells (never
+  listed: a listed one is xfail); `stale(envelope)` the xpass cells.
+* `summary_lines(envelope, paths)` is the summary: a header, one line per
+  check, the regressions and stale expectations by name (at most `limit`
+  each, then "and N more"), the paths given: at most 2 + checks +
+  2 * (limit + 2) lines and the paths (36 with ten checks and the default).
+
+Pure functions of the envelope (no clock, no filesystem): the run prints
+them, and so does `conformance render --summary`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable, NamedTuple
+
+NEW = ("fail", "error", "timeout", "xpass")  # what the expectations do not account for: a red gate
+REGRESSING = ("fail", "error", "timeout")
+LIMIT = 10  # regressions (and stale expectations) named before "and N more"
+WIDTH = 120  # a named cell's line is cut to this many characters
+
+
+class Tally(NamedTuple):
+    passed: int
+    known: int
+    new: int
+    not_applicable: int
+    new_by_verdict: dict[str, int]
+
+
+class Cell(NamedTuple):
+    model: str
+    check: str
+    verdict: str
+    reason: str
+    expected: str
+
+
+def tally(envelope: dict) -> dict[str, Tally]:
+    """Check -> its counts, in the envelope's column order (checks only in the summary last)."""
+    summary = envelope["summary"]
+    checks = list(envelope["checks"]) + [c for c in summary if c not in envelope["checks"]]
+    result = {}
+    for check_id in checks:
+        counts = summary.get(check_id, {})
+        new = {v: counts.get(v, 0) for v in NEW if counts.get(v, 0)}
+        result[check_id] = Tally(counts.get("pass", 0), counts.get("xfail", 0), sum(new.values()),
+                                 counts.get("skip", 0), new)
+    return result
+
+
+def cells_with(envelope: dict, verdicts: Iterable[str]) -> list[Cell]:
+    """The cells with one of `verdicts`, by class, then in column order."""
+    verdicts = tuple(verdicts)
+    order = {c: i for i, c in enumerate(envelope["checks"])}
+    found = []
+    for model, row in sorted(envelope["models"].items()):
+        for check_id, cell in sorted(row["cells"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
+            if cell["verdict"] in verdicts:
+                found.append(Cell(model, check_id, cell["verdict"], cell.get("reason", ""), cell.get("expected", "")))
+    return found
+
+
+def regressions(envelope: dict) -> list[Cell]:
+    return cells_with(envelope, REGRESSING)
+
+
+def stale(envelope: dict) -> list[Cell]:
+    return cells_with(envelope, ("xpass",))
+
+
+def header(envelope: dict) -> str:
+    env = envelope["environment"]
+    classes, checks = len(envelope["models"]), len(envelope["checks"])
+    peak = env.get("peak_rss_mib")
+    return (f"conformance: {classes} classes x {checks} checks · transformers {env['transformers']} · "
+            f"torch {env['torch']} · {env['device']} · {env['dtype']} · {env['backend']}"
+            + (f" · peak RSS {peak:.0f} MiB" if isinstance(peak, (int, float)) else ""))
+
+
+def check_lines(envelope: dict) -> list[str]:
+    counts = tally(envelope)
+    width = max([len("check")] + [len(c) for c in counts])
+    lines = [f"  {'check':<{width}}  {'pass':>5}  {'known':>5}  {'new':>5}  {'n/a':>5}"]
+    for check_id, t in counts.items():
+        detail = ", ".join(f"{n} {v}" for v, n in t.new_by_verdict.items())
+        lines.append(f"  {check_id:<{width}}  {t.passed:>5}  {t.known:>5}  {t.new:>5}  {t.not_applicable:>5}"
+                     + (f"  ({detail})" if detail else ""))
+    return lines
+
+
+def _cut(text: str, width: int = WIDTH) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def named(title: str, note: str, cells: list[Cell], describe, limit: int = LIMIT) -> list[str]:
+    """`title (N): note` and one line per cell, at most `limit`, then `and N more`; `title: none` when empty."""
+    if not cells:
+        return [f"{title}: none"]
+    lines = [f"{title} ({len(cells)}): {note}"]
+    lines += [_cut(f"  {c.model} / {c.check}: {describe(c)}") for c in cells[:limit]]
+    if len(cells) > limit:
+        lines.append(f"  and {len(cells) - limit} more")
+    return lines
+
+
+def summary_lines(envelope: dict, paths: Iterable[str | Path] = (), limit: int = LIMIT) -> list[str]:
+    """The short summary (see the module's contract), without trailing newlines."""
+    lines = [header(envelope)] + check_lines(envelope)
+    lines += named("regressions", "fail, error or timeout, not listed in the expectations", regressions(envelope),
+                   lambda c: f"{c.verdict}: {' '.join(c.reason.split()) or '(no reason recorded)'}", limit)
+    lines += named("stale expectations", "passed, but listed as failing: remove them", stale(envelope),
+                   lambda c: f"listed as {c.expected or 'failing'}", limit)
+    paths = [str(p) for p in paths]
+    if paths:
+        lines.append("files: " + paths[0])
+        lines += [f"       {p}" for p in paths[1:]]
+    return lines
+
+
+def summary_text(envelope: dict, paths: Iterable[str | Path] = (), limit: int = LIMIT) -> str:
+    return "\n".join(summary_lines(envelope, paths, limit)) + "\n"

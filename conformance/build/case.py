@@ -6,7 +6,8 @@ Contracts:
   (`tiny`), its sample inputs (`sample`), and the run's device, dtype and
   backend. `fresh_model()` is a new instance with the same deterministic
   weights, never called before; `inputs()` the sample on the case's device
-  and dtype; `tol(backend)` design.md's logits tolerance
+  and dtype; `generate_inputs()` what `generate` takes (the sample's
+  `generate_inputs` where its strategy set them, else `inputs()`); `tol(backend)` design.md's logits tolerance
   (`conformance.tolerances`).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->
   sample -> a checked Case. It raises when the tiny model or its inputs
@@ -66,6 +67,10 @@ class Case:
 
     def inputs(self, sample: Sample | None = None) -> dict[str, Any]:
         return (sample or self.sample).to(self.device, self.dtype)
+
+    def generate_inputs(self) -> dict[str, Any]:
+        """What `generate` takes: the sample's `generate_inputs` where the strategy set them, else `inputs()`."""
+        return self.sample.to(self.device, self.dtype, for_generate=True)
 
     def tol(self, backend: str | None = None) -> float:
         return tolerances.tolerance(str(self.dtype), backend or self.backend)

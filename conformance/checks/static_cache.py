@@ -10,7 +10,8 @@ runs at the first divergence must agree within `case.tol()`: then it is a
 tie (greedy picked between near-equal candidates), recorded as
 `tie_at_step`, not a failure.
 
-Not applicable when the model has no generate() or takes no KV cache.
+Not applicable when the model has no generate() or takes no KV cache, or its
+generate returns no token `sequences` (a scoring output such as CLVP's).
 Metrics: `max_abs_diff` (scores over the steps where both runs agree so
 far), `new_tokens`, `tie_at_step` (when there is a tie).
 `compare_static_dynamic` is the same comparison on any inputs, for the
@@ -49,6 +50,9 @@ def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: di
                            tol: float) -> dict:
     """Greedy static-cache vs dynamic-cache generate; metrics, or ContractViolation."""
     dynamic = _generate(make_model(), inputs, new_tokens)
+    if not hasattr(dynamic, "sequences"):
+        raise NotApplicable(f"generate returns a {type(dynamic).__name__} without token `sequences` (a scoring "
+                            "output): no decoded tokens to compare")
     static = _generate(make_model(), inputs, new_tokens, cache_implementation="static")
     metrics: dict = {"new_tokens": new_tokens, "max_abs_diff": 0.0}
     if static.sequences.shape != dynamic.sequences.shape:
@@ -97,4 +101,4 @@ def check_static_cache(case: Case) -> dict:
         raise NotApplicable("the model takes no KV cache")
     models = iter([first])
     return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
-                                  generate_inputs(first, case.inputs()), NEW_TOKENS, case.tol())
+                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, case.tol())

@@ -14,6 +14,8 @@ from typing import Any
 
 import torch
 
+from conformance.build.configs import first_int, with_sub_configs
+
 DEFAULT_FRAMES = 64  # feature frames when neither recipe nor config says
 DEFAULT_SAMPLES = 3200  # raw waveform samples when neither recipe nor config says
 MEL_KEYS = ("num_mel_bins", "n_mels", "feature_size", "input_feat_per_channel", "input_dim", "num_mel_filters")
@@ -33,27 +35,13 @@ def audio_config(config) -> Any:
 
 
 def _first_int(configs, keys) -> int | None:
-    for cfg in configs:
-        for key in keys:
-            value = getattr(cfg, key, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    return None
-
-
-def _with_sub_configs(config) -> list:
-    """`config` and, breadth first, the sub-configs nested in it."""
-    found, queue = [], [config]
-    while queue:
-        node = queue.pop(0)
-        found.append(node)
-        queue.extend(v for v in vars(node).values() if hasattr(v, "to_dict") and hasattr(v, "model_type"))
-    return found
+    """The first positive int among `keys` (a count or a size)."""
+    return first_int(configs, keys, minimum=1)
 
 
 def mel_bins(ctx) -> int:
     """Feature channels per frame the audio encoder takes (searched in nested audio sub-configs too)."""
-    configs = [*_with_sub_configs(audio_config(ctx.config)), ctx.config]
+    configs = [*with_sub_configs(audio_config(ctx.config)), ctx.config]
     bins = _first_int(configs, MEL_KEYS)
     if bins is None:
         raise LookupError("config names no mel-bin count (num_mel_bins / feature_size / input_dim)")

@@ -118,6 +118,9 @@ def test_coverage_status_of_a_failing_build_check():
     row = {"cells": {"build": cell("fail", "pixels ignored")}}
     assert render.coverage_status(row) == ("build check fails", "pixels ignored")
     assert render.coverage_status({"cells": {}}) == ("not run", "")
+    part = {"cells": {"build": {"verdict": "skip", "reason": "not a standalone model: a part"},
+                      "compile_prefill": {"verdict": "skip", "reason": "not a standalone model: a part"}}}
+    assert render.coverage_status(part) == ("does not apply", "not a standalone model: a part")
 
 
 def test_readme_section_is_compact_and_links_the_full_report():

@@ -108,3 +108,29 @@ def test_generate_based_checks_get_the_samples_generate_inputs():
     assert tuple(case.generate_inputs()["audio"].shape) == (2, 9)
     assert tuple(case.inputs()["audio"].shape) == (2, 3)
     assert longer.perturbed().generate_inputs is longer.generate_inputs
+
+
+class _FakeGenerator(torch.nn.Module):
+    """generate() hands its forward a DynamicCache, or a StaticCache where asked and `honours_static`."""
+
+    def __init__(self, honours_static: bool):
+        super().__init__()
+        self.honours_static = honours_static
+
+    def forward(self, cache=None):
+        return None
+
+    def generate(self, cache_implementation=None, **kwargs):
+        from transformers.cache_utils import StaticCache
+
+        static = cache_implementation == "static" and self.honours_static
+        self(cache=StaticCache.__new__(StaticCache) if static else DynamicCache())
+        return SimpleNamespace(sequences=torch.zeros(1, 3, dtype=torch.long), scores=(torch.zeros(1, 4),))
+
+
+def test_static_cache_records_a_generate_that_ignores_the_static_cache():
+    from conformance.checks.static_cache import compare_static_dynamic
+
+    ignored = compare_static_dynamic(lambda: _FakeGenerator(False), {}, 1, 1e-5)
+    assert ignored["static_cache_ignored"] == "DynamicCache"
+    assert "static_cache_ignored" not in compare_static_dynamic(lambda: _FakeGenerator(True), {}, 1, 1e-5)

@@ -169,9 +169,10 @@ def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
     from conformance.run.records import make_record
 
     record = make_record(model=ALPHA, check="build", verdict="xfail", reason="r", seconds=0.0, metrics={},
-                         nodeid="n", process="main", expected="error")
+                         nodeid="n", process="main", expected="error", observed="timeout")
     envelope = report.build_envelope([record], {}, ["build"], {})
     assert envelope["models"][ALPHA]["cells"]["build"]["expected"] == "error"
+    assert envelope["models"][ALPHA]["cells"]["build"]["observed"] == "timeout"
     plain = make_record(model=ALPHA, check="build", verdict="pass", reason="", seconds=0.0, metrics={},
                         nodeid="n", process="main")
-    assert "expected" not in plain
+    assert "expected" not in plain and "observed" not in plain

@@ -190,10 +190,11 @@ class Session:
 
     def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
               tiny: dict | None = None, expected: str = "") -> dict:
+        observed = outcome.verdict if verdict != outcome.verdict else ""  # the raw verdict of an xfail/xpass cell
         record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
                              seconds=outcome.metrics.get("seconds", 0.0),
                              metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected)
+                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected, observed=observed)
         io.append_record(self.part_file, record)
         return record
 

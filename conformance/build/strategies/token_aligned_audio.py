@@ -24,7 +24,7 @@ import torch
 from conformance.build.configs import first_int
 from conformance.build.samples import BATCH, Sample, left_pad, pad_id, text_tokens
 from conformance.build.strategies import register
-from conformance.build.strategies.audio_media import _call_audio_features, _numel, mel_bins
+from conformance.build.strategies.audio_media import audio_placeholders, mel_bins
 
 FRAMES_PER_TOKEN_KEYS = ("audio_length_per_tok",)
 PROMPTS = (6, 9)  # text tokens of the two prompts
@@ -44,10 +44,7 @@ def token_aligned_audio(ctx) -> Sample:
     ids, mask = left_pad([text_tokens(ctx.config, n, gen) for n in PROMPTS], pad_id(ctx.config))
     width = ids.shape[1]
     features = torch.randn((BATCH, mel_bins(ctx), width * frames_per_token(ctx.config)), generator=gen)
-    embeddings = _call_audio_features(ctx.model, {"input_features": features})
-    if embeddings is None:
-        raise LookupError("model has no get_audio_features to cross-check the audio embedding count")
-    per_clip = _numel(embeddings) // (ctx.vocabulary_config.hidden_size * BATCH)
+    per_clip = audio_placeholders(ctx, {"input_features": features}, audios=BATCH, frames_mask=None)
     if per_clip != width:
         raise ValueError(f"{features.shape[-1]} feature frames give {per_clip} audio embeddings per clip, "
                          f"not one per prompt position ({width})")

@@ -8,6 +8,26 @@ is one row, the alias recorded in ``aliases``. Discovery never imports a
 model's weights and never fails because of one class: a class whose config
 cannot be resolved still gets a row (``config_class`` None) so that the
 build stage can report it as an ``error`` with a reason.
+
+Row kind: `not_standalone(cls, names)` says whether a class is a model a user
+runs on its own, from the class and the installed transformers alone, by two
+general rules (never a list of names):
+
+1. **No forward of its own.** The class's `forward` is ``torch.nn.Module``'s
+   unimplemented stub: there is nothing for a check to call. Either it is a
+   shared base class (in no auto mapping: its subclasses are the models), or
+   a composite that runs only through its own ``generate()`` over the
+   sub-models it builds (those have rows of their own).
+2. **A part of another class only.** The class is in no auto mapping (no
+   ``AutoModel*`` class resolves a checkpoint to it) and another class of its
+   own modeling module constructs it (``Name(`` or ``Name._from_config(`` in
+   that class's source): an internal sub-module (a talker, its code
+   predictor, a text-to-unit head) that only its parent runs.
+
+It returns "" for a standalone model, else the row's reason, recorded in
+``ModelInfo.not_standalone``; the build stage then skips every cell of the
+row with it (its ``build`` cell still says whether the class can be built).
+A class in an auto mapping with a forward of its own is always standalone.
 """
 
 from __future__ import annotations
@@ -15,6 +35,8 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import re
+import sys
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +73,7 @@ class ModelInfo:
     kind: str
     declared: dict[str, Any] = field(hash=False, compare=False)
     aliases: tuple[str, ...] = ()
+    not_standalone: str = ""  # why the class is not a model a user runs on its own ("" when it is one)
 
     @property
     def is_image_text(self) -> bool:
@@ -191,9 +214,125 @@ def _discover() -> tuple[ModelInfo, ...]:
                 kind=_kind(cls, config_class, modalities, tasks),
                 declared=declared_flags(cls),
                 aliases=aliases,
+                not_standalone=not_standalone(cls, tuple(names)),
             )
         )
     return tuple(sorted(infos, key=lambda i: i.name))
+
+
+# --------------------------------------------------------------------------- row kind: standalone or not
+
+NO_FORWARD = "no forward of its own (its forward is torch.nn.Module's unimplemented stub)"
+
+
+@functools.lru_cache(maxsize=1)
+def auto_mapped_names() -> frozenset[str]:
+    """Every class name any ``MODEL_*_MAPPING_NAMES`` of transformers' auto API resolves to."""
+    from transformers.models.auto import modeling_auto
+
+    names: set[str] = set()
+    for attr in dir(modeling_auto):
+        if attr.startswith("MODEL_") and attr.endswith("_MAPPING_NAMES"):
+            for value in getattr(modeling_auto, attr).values():
+                names.update(value if isinstance(value, (list, tuple)) else (value,))
+    return frozenset(names)
+
+
+def has_own_forward(cls: type) -> bool:
+    """Whether some class in `cls`'s hierarchy below nn.Module defines forward."""
+    import torch
+
+    return getattr(cls, "forward", None) is not torch.nn.Module.forward
+
+
+@functools.lru_cache(maxsize=None)
+def _class_sources(module_name: str) -> dict[str, str]:
+    """Top-level class name -> its source text, for one module (its file read once)."""
+    module = sys.modules.get(module_name)
+    try:
+        text = inspect.getsource(module) if module is not None else ""
+    except (OSError, TypeError):
+        return {}
+    sources: dict[str, str] = {}
+    starts = [(m.start(), m.group(1)) for m in re.finditer(r"^class (\w+)\b", text, re.MULTILINE)]
+    ends = [m.start() for m in re.finditer(r"^\S", text, re.MULTILINE)]
+    for start, name in starts:
+        end = next((e for e in ends if e > start), len(text))
+        sources[name] = text[start:end]
+    return sources
+
+
+def _module_classes(cls: type) -> list[type]:
+    """The nn.Module classes defined in `cls`'s own module, `cls` excluded."""
+    import torch
+
+    module = sys.modules.get(cls.__module__)
+    if module is None:
+        return []
+    return [obj for obj in vars(module).values()
+            if inspect.isclass(obj) and obj is not cls and obj.__module__ == cls.__module__
+            and issubclass(obj, torch.nn.Module)]
+
+
+def _constructs(owner: type, name: str) -> bool:
+    source = _class_sources(owner.__module__).get(owner.__name__, "")
+    return re.search(rf"\b{re.escape(name)}(\._from_config)?\(", source) is not None
+
+
+def _exported(name: str) -> bool:
+    """Whether transformers exports `name` at top level with our suffix (a class with a row of its own)."""
+    import transformers
+
+    return name.endswith(SUFFIX) and hasattr(transformers, name)
+
+
+def builders_of(cls: type) -> list[str]:
+    """Classes of `cls`'s module whose source constructs `cls` (sorted names)."""
+    return sorted(other.__name__ for other in _module_classes(cls) if _constructs(other, cls.__name__))
+
+
+def parts_of(cls: type) -> list[str]:
+    """Exported `*ForConditionalGeneration` classes of `cls`'s module that `cls` constructs."""
+    return sorted(other.__name__ for other in _module_classes(cls)
+                  if _exported(other.__name__) and _constructs(cls, other.__name__) and not issubclass(cls, other))
+
+
+def subclasses_of(cls: type) -> list[str]:
+    """Exported `*ForConditionalGeneration` classes of `cls`'s module that subclass it with a forward of their own."""
+    return sorted(other.__name__ for other in _module_classes(cls)
+                  if issubclass(other, cls) and has_own_forward(other) and _exported(other.__name__))
+
+
+def _names(names: list[str], limit: int = 4) -> str:
+    shown = ", ".join(names[:limit])
+    return shown + (f" and {len(names) - limit} more" if len(names) > limit else "")
+
+
+def not_standalone(cls: type, names: tuple[str, ...] = ()) -> str:
+    """"" when `cls` (exported under `names`, default its own) is a model a user runs on its own,
+    else the reason its row's checks do not apply (the rules in the module docstring)."""
+    names = names or (cls.__name__,)
+    mapped = any(n in auto_mapped_names() for n in names)
+    if not has_own_forward(cls):
+        if mapped:
+            parts = parts_of(cls)
+            rows = f" ({_names(parts)}: rows of their own)" if parts else ""
+            runs = ("runs only through its own generate() over the sub-models it builds" if "generate" in vars(cls)
+                    else "has nothing a check can call")
+            return f"{NO_FORWARD}; the class {runs}{rows}"
+        subclasses = subclasses_of(cls)
+        models = f"; its subclasses {_names(subclasses)} are the models" if subclasses else ""
+        return f"not a standalone model: a base class with {NO_FORWARD}, in no auto mapping{models}"
+    if mapped:
+        return ""
+    builders = builders_of(cls)
+    if builders:
+        return (f"not a standalone model: an internal sub-module, built only inside {_names(builders)} "
+                "(in no auto mapping)")
+    return ""
+
+
+# --------------------------------------------------------------------------- indexes
 
 
 def by_name() -> dict[str, ModelInfo]:

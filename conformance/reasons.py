@@ -1,7 +1,8 @@
 """One-line reasons: how an exception becomes the text of a matrix cell.
 
 Contract: `one_line(exc)` is ``Type: message (at file:line)`` on one line,
-the message clipped to `limit` characters; `where(exc)` is the ``file:line``
+the message clipped to `limit` characters, located by `where(exc)` unless a
+`location` is given (a caller that knows a better frame); `where(exc)` is the ``file:line``
 of the innermost traceback frame inside transformers (else the innermost
 frame), as ``transformers/<path>:<line>``. Torch-free.
 """
@@ -23,10 +24,10 @@ def where(exc: BaseException) -> str:
     return ""
 
 
-def one_line(exc: BaseException, limit: int = 300) -> str:
+def one_line(exc: BaseException, limit: int = 300, location: str | None = None) -> str:
     """`Type: message (at file:line)` on one line, for a matrix cell."""
     text = " ".join(str(exc).split()) or repr(exc)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
-    location = where(exc)
+    location = where(exc) if location is None else location
     return f"{type(exc).__name__}: {text}" + (f" (at {location})" if location else "")

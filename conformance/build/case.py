@@ -6,13 +6,20 @@ Contracts:
   (`tiny`), its sample inputs (`sample`), and the run's device, dtype and
   backend. `fresh_model()` is a new instance with the same deterministic
   weights, never called before; `inputs()` the sample on the case's device
-  and dtype; `tol(backend)` design.md's logits tolerance
+  and dtype; `generate_inputs()` what `generate` takes (the sample's
+  `generate_inputs` where its strategy set them, else `inputs()`); `tol(backend)` design.md's logits tolerance
   (`conformance.tolerances`).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->
   sample -> a checked Case. It raises when the tiny model or its inputs
   cannot be made, including when the eager prefill over the sample fails:
   inputs the model rejects are a gap of this suite (`error`), not a finding
-  about the model.
+  about the model. Two kinds of rows are decided here without a case
+  (`conformance.build.model_failure.RowVerdict`): `ModelFailure` when the
+  model's own code fails (its default config does not build either, or a
+  programming error in its forward: a finding, every cell `fail`), and
+  `NotStandalone` when the class is not a model a user runs on its own
+  (`ModelInfo.not_standalone`: every cell `skip`; its `build` cell still
+  says whether the class can be built).
 * A case source is where a run gets its classes: `index()` (every accepted
   class name, aliases included -> its canonical name), `names()` (canonical
   names, sorted), `build(name, device, dtype, backend) -> Case` (raising
@@ -31,10 +38,13 @@ from typing import Any
 import torch
 
 from conformance import tolerances
+from conformance.build.model_failure import ModelFailure, NotStandalone, construction_failure, forward_failure
 from conformance.build.samples import Sample, make_sample
 from conformance.build.tiny import TinyModel, new_model, tiny_config
 from conformance.discover import ModelInfo, by_name, class_index, discover, row_metadata
 from conformance.reasons import one_line
+
+BUILD_FAILED = "tiny model or inputs could not be built"  # the reason's prefix of a cell whose build failed
 
 
 @dataclass
@@ -58,19 +68,38 @@ class Case:
     def inputs(self, sample: Sample | None = None) -> dict[str, Any]:
         return (sample or self.sample).to(self.device, self.dtype)
 
+    def generate_inputs(self) -> dict[str, Any]:
+        """What `generate` takes: the sample's `generate_inputs` where the strategy set them, else `inputs()`."""
+        return self.sample.to(self.device, self.dtype, for_generate=True)
+
     def tol(self, backend: str | None = None) -> float:
         return tolerances.tolerance(str(self.dtype), backend or self.backend)
 
 
 def build_case(info: ModelInfo, device, dtype, backend: str) -> Case:
     """Stage build for one class: tiny config -> model -> sample -> a checked Case (see the module)."""
-    tiny = tiny_config(info)
+    try:
+        tiny = tiny_config(info)
+        with torch.no_grad():
+            model = new_model(tiny)
+    except Exception as exc:
+        finding = construction_failure(info, exc)
+        if info.not_standalone:
+            build = ("fail", finding) if finding else ("error", f"{BUILD_FAILED}: {one_line(exc)}")
+            raise NotStandalone(info.not_standalone, build=build) from exc
+        if finding:
+            raise ModelFailure(finding) from exc
+        raise
+    if info.not_standalone:
+        raise NotStandalone(info.not_standalone)
     with torch.no_grad():
-        model = new_model(tiny)
         sample = make_sample(tiny, model)
         try:
             model(**sample.inputs)
         except Exception as exc:
+            finding = forward_failure(exc, sample.inputs)
+            if finding:
+                raise ModelFailure(finding) from exc
             raise RuntimeError(f"eager prefill over the sample fails: {one_line(exc)}") from exc
     del model
     if isinstance(dtype, str):

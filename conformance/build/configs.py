@@ -10,7 +10,11 @@ Contracts:
   the decoder text config when it has a `vocab_size`, else the first
   sub-config that has one (a sub-config named `decoder` first).
 * `first_value(configs, names)` is the first attribute of `names` set (not
-  None) on the first of `configs` that sets any.
+  None) on the first of `configs` that sets any; `first_int(configs, names,
+  minimum)` the first that is an int (not a bool) of at least `minimum`,
+  None when there is none.
+* `with_sub_configs(config)` is `config` and, breadth first, every
+  sub-config nested in it.
 * `placeholder_id(config, names, attribute)` is the media placeholder token
   id the model scatters features into: `attribute` when a fixture names it,
   else the first int among `names` on the config or its vocabulary config;
@@ -60,6 +64,24 @@ def first_value(configs, names: tuple[str, ...]) -> Any:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def first_int(configs, names: tuple[str, ...], minimum: int = 0) -> int | None:
+    for cfg in configs:
+        for name in names:
+            value = getattr(cfg, name, None)
+            if _is_int(value) and value >= minimum:
+                return value
+    return None
+
+
+def with_sub_configs(config) -> list:
+    found, queue = [], [config]
+    while queue:
+        node = queue.pop(0)
+        found.append(node)
+        queue.extend(v for v in vars(node).values() if hasattr(v, "to_dict") and hasattr(v, "model_type"))
+    return found
 
 
 def placeholder_id(config, names: tuple[str, ...] = IMAGE_PLACEHOLDERS, attribute: str | None = None) -> int | None:

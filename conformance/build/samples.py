@@ -39,14 +39,18 @@ class Sample:
     strategy: str
     media_keys: tuple[str, ...] = ()  # inputs carrying pixels/audio (perturbed by `build`)
     notes: dict[str, Any] = field(default_factory=dict)
+    # What `generate` takes where it differs from the forward's prefill (None: the same inputs), e.g. a
+    # streaming clip longer than the prompt: generate runs on past the prompt for as long as the audio lasts.
+    generate_inputs: dict[str, Any] | None = None
 
     @property
     def input_ids(self) -> torch.Tensor | None:
         return self.inputs.get("input_ids")
 
-    def to(self, device: torch.device | str, dtype: torch.dtype) -> dict[str, Any]:
-        """Inputs moved to `device`; floating tensors cast to `dtype`."""
-        return {k: _move(v, device, dtype) for k, v in self.inputs.items()}
+    def to(self, device: torch.device | str, dtype: torch.dtype, for_generate: bool = False) -> dict[str, Any]:
+        """Inputs moved to `device`; floating tensors cast to `dtype` (`generate_inputs` when asked for and set)."""
+        inputs = self.generate_inputs if for_generate and self.generate_inputs is not None else self.inputs
+        return {k: _move(v, device, dtype) for k, v in inputs.items()}
 
     def perturbed(self, seed: int = 1) -> "Sample":
         """The same sample with different media values (same shapes)."""
@@ -55,7 +59,8 @@ class Sample:
         for key in self.media_keys:
             value = inputs[key]
             inputs[key] = _perturb(value, gen)
-        return Sample(inputs=inputs, strategy=self.strategy, media_keys=self.media_keys, notes=self.notes)
+        return Sample(inputs=inputs, strategy=self.strategy, media_keys=self.media_keys, notes=self.notes,
+                      generate_inputs=self.generate_inputs)
 
 
 def _perturb(value: Any, gen: torch.Generator) -> Any:
@@ -173,4 +178,6 @@ def make_sample(tiny: TinyModel, model: torch.nn.Module) -> Sample:
     sample = get_strategy(name)(ctx)
     for key, value in ctx.recipe.get("extra_inputs", {}).items():
         sample.inputs[key] = torch.tensor(value) if isinstance(value, list) else value
+        if sample.generate_inputs is not None:
+            sample.generate_inputs[key] = sample.inputs[key]
     return sample

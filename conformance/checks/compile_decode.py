@@ -21,9 +21,11 @@ It holds when:
   over the same tokens (so a cache that silently returns wrong values is
   caught), within `case.tol()`. The compiled run is forced onto the tokens of
   the eager run, so a near-tie cannot make the two runs compare different
-  sequences.
+  sequences (except where generate returns no token ids in `sequences`, e.g.
+  decoded audio: then it is not forced, metric `forced_tokens` False).
 
-Not applicable when generate passes no KV cache to any forward.
+Not applicable when generate passes no KV cache to any forward, or returns
+no token `sequences` (a scoring output such as CLVP's).
 Metrics: `max_abs_diff`, `max_abs_diff_no_cache`, `recompiles`,
 `graph_breaks`, `compile_seconds`, `decode_steps`.
 """
@@ -80,11 +82,15 @@ class ForwardRecorder:
             handle.remove()
 
     def decoder(self) -> tuple[torch.nn.Module, list[dict]] | None:
-        """The outermost module generate decoded with (it got a Cache), and its calls."""
+        """The outermost module generate decoded with (a call of it got a Cache), and its calls from the
+        prefill on: the first call with a Cache, or the call just before it when that one had none (a
+        model whose prefill creates its cache inside the forward; an earlier prefill whose output generate
+        dropped is not part of the decoded sequence)."""
         for module in self.modules:
             calls = self.calls[id(module)]
-            if calls and any(isinstance(v, Cache) for v in calls[0].values()):
-                return module, calls
+            first = next((i for i, c in enumerate(calls) if any(isinstance(v, Cache) for v in c.values())), None)
+            if first is not None:
+                return module, calls[max(first - 1, 0) if first else 0:]
         return None
 
 
@@ -104,6 +110,7 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
     input that already spans the whole sequence in the last call (the 2D
     attention mask) is taken from there; a per-token integer marker only the
     prefill carries is extended with zeros (decoded tokens are text);
+    per-position media every call carries (k rows per token along dim 1) are the calls' slices joined;
     anything else (pixels, encoder outputs) is the prefill's. A prefill given as embeddings is continued
     with the decoder's own input embeddings of the decoded tokens.
     """
@@ -117,15 +124,20 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
         full[key] = value
         if not isinstance(value, torch.Tensor):
             continue
+        # Token ids run along dim 1 (a (batch, steps, codebooks) id tensor too); other per-token inputs along -1.
+        axis = 1 if key in ("input_ids", "decoder_input_ids") and value.dim() > 2 else -1
         latest = last.get(key)
-        if isinstance(latest, torch.Tensor) and latest.shape[-1] == total and latest.dim() == value.dim():
+        if isinstance(latest, torch.Tensor) and latest.shape[axis] == total and latest.dim() == value.dim():
             full[key] = latest
         elif key == "inputs_embeds":
             later = [c.get("inputs_embeds") if c.get("inputs_embeds") is not None
                      else decoder.get_input_embeddings()(c["input_ids"]) for c in calls[1:]]
             full[key] = torch.cat([value, *later], dim=1)
-        elif all(isinstance(c.get(key), torch.Tensor) and c[key].shape[-1] == n for c, n in zip(calls, lengths)):
-            full[key] = torch.cat([c[key] for c in calls], dim=-1)
+        elif all(isinstance(c.get(key), torch.Tensor) and c[key].shape[axis] == n for c, n in zip(calls, lengths)):
+            full[key] = torch.cat([c[key] for c in calls], dim=axis)
+        elif value.is_floating_point() and value.dim() > 1 and _proportional(key, calls, lengths):
+            # Per-position media every call carries (streaming audio embeddings, k per token): the calls' slices.
+            full[key] = torch.cat([c[key] for c in calls], dim=1)
         elif value.shape[-1] == lengths[0] and not value.is_floating_point() and all(key not in c for c in calls[1:]):
             # A per-token marker only the prefill carries (e.g. where media embeddings go): decoded tokens are text.
             full[key] = torch.cat([value, value.new_zeros(*value.shape[:-1], total - lengths[0])], dim=-1)
@@ -133,6 +145,15 @@ def no_cache_inputs(decoder: torch.nn.Module, calls: list[dict]) -> dict:
         full.pop("input_ids", None)
     full["use_cache"] = False
     return full
+
+
+def _proportional(key: str, calls: list[dict], lengths: list[int]) -> bool:
+    """Every call carries `key` with k rows along dim 1 per token it feeds (the same k > 0 for all)."""
+    values = [c.get(key) for c in calls]
+    if not all(isinstance(v, torch.Tensor) and v.dim() > 1 for v in values) or not lengths[0]:
+        return False
+    k = values[0].shape[1] // lengths[0]
+    return k > 0 and all(v.shape[1] == k * n for v, n in zip(values, lengths))
 
 
 def _compile_config(backend: str):
@@ -155,7 +176,7 @@ def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dic
 @check("compile_decode", column=30, observes=("_can_compile_fullgraph",))
 def check_compile_decode(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0, "recompiles": 0}
-    inputs = case.inputs()
+    inputs = case.generate_inputs()
     tol = case.tol()
 
     reference = case.fresh_model()
@@ -169,11 +190,18 @@ def check_compile_decode(case: Case) -> dict:
                                        return_dict_in_generate=True)
     finally:
         recorder.remove()
+    if not hasattr(eager, "sequences"):
+        raise NotApplicable(f"generate returns a {type(eager).__name__} without token `sequences` (a scoring "
+                            "output): no decoded tokens to compare")
     found = recorder.decoder()
     if found is None:
         raise NotApplicable("generate passes no KV cache to any forward: nothing to decode with a StaticCache")
     decoder, calls = found
     tokens = eager.sequences[:, -NEW_TOKENS:]
+    # A generate whose `sequences` are not token ids (decoded audio) cannot be forced onto the eager tokens.
+    forced = [ForceTokens(tokens)] if not tokens.is_floating_point() else []
+    if not forced:
+        metrics["forced_tokens"] = False
     with torch.no_grad():
         no_cache = logits_of(decoder(**no_cache_inputs(decoder, calls)))
     prefill_length = _sequence_length(calls[0])
@@ -187,7 +215,7 @@ def check_compile_decode(case: Case) -> dict:
                 compiled = model.generate(
                     **inputs, **generate_kwargs, **_cache_kwargs(model, decoder, calls[0]),
                     compile_config=_compile_config(case.backend), output_logits=True, return_dict_in_generate=True,
-                    logits_processor=LogitsProcessorList([ForceTokens(tokens)]))
+                    logits_processor=LogitsProcessorList(forced))
         except Exception as exc:
             metrics["compile_seconds"] = watch.compile_seconds
             _judge_recompiles(watch, metrics)

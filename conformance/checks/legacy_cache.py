@@ -39,7 +39,7 @@ import torch
 from conformance.build.case import Case
 from conformance.checks.common.cache import cache_kwarg, cache_owner
 from conformance.checks.common.compare import assert_close, logits_of
-from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.outcome import ContractViolation, HarnessGap, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.reasons import one_line
 
@@ -173,11 +173,26 @@ class Decoder:
         for step in range(DECODE_STEPS):
             inputs, state = self.step_inputs(step, cache, state)
             with torch.no_grad():
-                output = self.owner(**inputs)
+                try:
+                    output = self.owner(**inputs)
+                except Exception as exc:
+                    if self.prepares_own_inputs():
+                        raise HarnessGap(
+                            f"decode step {step + 1} fails, and the model's generate() first turns its inputs into "
+                            "others with its own _prepare_model_inputs, which this check's decoder does not "
+                            f"reproduce: {one_line(exc, limit=200)}") from exc
+                    raise
             logits.append(logits_of(output).detach().clone())
             cache = cache_of(output)
             state = self.advance(state, output)
         return logits
+
+    def prepares_own_inputs(self) -> bool:
+        """Whether the owner's generate() rewrites its inputs before the prefill (an own _prepare_model_inputs)."""
+        from transformers import GenerationMixin
+
+        own = getattr(type(self.owner), "_prepare_model_inputs", None)
+        return own is not None and own is not GenerationMixin._prepare_model_inputs
 
     def first_inputs(self, cache) -> dict[str, Any]:
         return self.step_inputs(0, cache, self.start())[0]
@@ -221,12 +236,27 @@ class Decoder:
         params = inspect.signature(self.owner.prepare_inputs_for_generation).parameters
         kwargs = {k: v for k, v in kwargs.items() if k not in ("cache", "past_key_values")}
         extra: dict[str, Any] = {self.cache_name: cache, "use_cache": True}
-        if "next_sequence_length" in params:
+        if takes_generate_kwarg(params, "next_sequence_length"):
             extra["next_sequence_length"] = 1
-        if "is_first_iteration" in params:
+        if takes_generate_kwarg(params, "is_first_iteration"):
             extra["is_first_iteration"] = False
-        inputs = self.owner.prepare_inputs_for_generation(ids, **kwargs, **extra)
+        try:
+            inputs = self.owner.prepare_inputs_for_generation(ids, **kwargs, **extra)
+        except Exception as exc:  # it needs state only the model's own generate() sets up
+            raise HarnessGap("the model's prepare_inputs_for_generation rejects the generation state this check "
+                             f"reproduces (its own generate() sets up more): {one_line(exc, limit=200)}") from exc
         return dict(inputs)
+
+
+def takes_generate_kwarg(params, name: str) -> bool:
+    """Whether generate passes `name` to this prepare_inputs_for_generation: it names it, or it forwards
+    **kwargs to the installed GenerationMixin's, which takes it (generate passes it whenever that one does)."""
+    from transformers import GenerationMixin
+
+    if name in params:
+        return True
+    forwards = any(p.kind is p.VAR_KEYWORD for p in params.values())
+    return forwards and name in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
 
 
 def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.Tensor, tol: float, metrics: dict) -> None:

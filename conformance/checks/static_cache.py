@@ -10,9 +10,13 @@ runs at the first divergence must agree within `case.tol()`: then it is a
 tie (greedy picked between near-equal candidates), recorded as
 `tie_at_step`, not a failure.
 
-Not applicable when the model has no generate() or takes no KV cache.
+Not applicable when the model has no generate() or takes no KV cache, or its
+generate returns no token `sequences` (a scoring output such as CLVP's).
 Metrics: `max_abs_diff` (scores over the steps where both runs agree so
-far), `new_tokens`, `tie_at_step` (when there is a tie).
+far), `new_tokens`, `tie_at_step` (when there is a tie), and
+`static_cache_ignored` (the cache classes the static run's forwards got,
+when none was a StaticCache: generate ignored `cache_implementation`, so the
+comparison says nothing about a static cache; recorded, not gated).
 `compare_static_dynamic` is the same comparison on any inputs, for the
 property test over prompt length, batch size and token count.
 """
@@ -45,12 +49,47 @@ def score_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     return float(delta.max()) if delta.numel() else 0.0
 
 
+class _CacheTypes:
+    """The cache classes the forwards of a model (and its generating sub-models) receive."""
+
+    def __init__(self, model: torch.nn.Module):
+        from transformers import GenerationMixin
+        from transformers.cache_utils import Cache, StaticCache
+
+        self.names: set[str] = set()
+        self.static = False
+        modules = [model] + [m for m in model.modules() if m is not model and isinstance(m, GenerationMixin)]
+
+        def record(_module, _args, kwargs):
+            for value in kwargs.values():
+                if isinstance(value, Cache):
+                    inner = getattr(value, "self_attention_cache", value)
+                    self.names.add(type(value).__name__ + (f"({type(inner).__name__})" if inner is not value else ""))
+                    self.static = self.static or isinstance(inner, StaticCache)
+
+        self.handles = [m.register_forward_pre_hook(record, with_kwargs=True) for m in modules]
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
 def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: int,
                            tol: float) -> dict:
     """Greedy static-cache vs dynamic-cache generate; metrics, or ContractViolation."""
     dynamic = _generate(make_model(), inputs, new_tokens)
-    static = _generate(make_model(), inputs, new_tokens, cache_implementation="static")
+    if not hasattr(dynamic, "sequences"):
+        raise NotApplicable(f"generate returns a {type(dynamic).__name__} without token `sequences` (a scoring "
+                            "output): no decoded tokens to compare")
+    model = make_model()
+    seen = _CacheTypes(model)
+    try:
+        static = _generate(model, inputs, new_tokens, cache_implementation="static")
+    finally:
+        seen.remove()
     metrics: dict = {"new_tokens": new_tokens, "max_abs_diff": 0.0}
+    if seen.names and not seen.static:  # recorded, not gated: the comparison then says nothing about a StaticCache
+        metrics["static_cache_ignored"] = ", ".join(sorted(seen.names))
     if static.sequences.shape != dynamic.sequences.shape:
         raise ContractViolation(f"static cache generated shape {tuple(static.sequences.shape)}, dynamic "
                                 f"{tuple(dynamic.sequences.shape)}", metrics)
@@ -97,4 +136,4 @@ def check_static_cache(case: Case) -> dict:
         raise NotApplicable("the model takes no KV cache")
     models = iter([first])
     return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
-                                  generate_inputs(first, case.inputs()), NEW_TOKENS, case.tol())
+                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, case.tol())

@@ -27,7 +27,10 @@ Contracts:
   envelope: cells of the run whose verdict is fail/error/timeout/xfail are
   listed, cells of the run that passed (or xpassed, or were skipped) are
   removed, cells the run did not cover are kept as they were. Reasons and
-  links of cells that stay are kept; new cells get the run's reason.
+  links of cells that stay are kept; new cells get the run's reason. The
+  listed verdict is what the run observed: an xfail cell's raw verdict
+  (`observed` in the envelope); for a run file that lacks it, the verdict
+  listed before (for a new entry: the run's `expected`, else fail).
   Entries are sorted by model then check; the file is written atomically.
 """
 
@@ -196,6 +199,12 @@ def dumps(expectations: dict[tuple[str, str], Expectation]) -> str:
     return "".join(parts)
 
 
+def _observed(cell: dict) -> str:
+    """The raw failing verdict of an xfail cell ("" when the run file does not record it)."""
+    observed = cell.get("observed", "")
+    return observed if observed in FAILING else ""
+
+
 def update_expectations(run_path: Path | str, path: Path | str | None = None) -> Path:
     """Rewrite the expectations file from the run at `run_path`; returns the file written.
 
@@ -217,13 +226,14 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
             key = (model, check_id)
             verdict = cell.get("verdict", "")
             if verdict in FAILING or verdict == "xfail":
+                observed = verdict if verdict in FAILING else _observed(cell)
                 old = current.get(key)
                 if old is not None:
-                    kept_verdict = verdict if verdict in FAILING else old.verdict
-                    updated[key] = Expectation(model, check_id, kept_verdict, old.reason, old.link)
+                    updated[key] = Expectation(model, check_id, observed or old.verdict, old.reason, old.link)
                 else:
                     reason = " ".join(str(cell.get("reason", "")).split()) or f"{verdict} (no reason recorded)"
-                    updated[key] = Expectation(model, check_id, verdict if verdict in FAILING else "fail", reason)
+                    listed = cell.get("expected") if cell.get("expected") in FAILING else "fail"
+                    updated[key] = Expectation(model, check_id, observed or listed, reason)
             else:
                 updated.pop(key, None)
     write_text_atomic(path, dumps(updated))

@@ -290,6 +290,24 @@ def test_explain_build_error_is_reported_not_raised(capsys, monkeypatch):
     assert code == 1 and "verdict: error" in out and "KeyError: 'vision_config'" in out and "in no_config" in out
 
 
+@pytest.mark.parametrize("check_id, verdict", [("build", "fail"), ("static_cache", "skip")])
+def test_explain_reports_a_row_the_build_stage_decided_like_the_plugin(capsys, monkeypatch, check_id, verdict):
+    import conformance.build.case
+    import conformance.discover
+    from conformance.build.model_failure import NotStandalone
+
+    def part(*args):
+        raise NotStandalone("not a standalone model: a part", build=("fail", "default config bug"))
+
+    monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
+    monkeypatch.setattr(conformance.build.case, "build_case", part)
+    monkeypatch.setattr(explain, "_expectation", lambda model, check: (None, ""))
+    code, out, _ = run(capsys, "explain", ALPHA, check_id, "--device", "cpu")
+    assert f"verdict: {verdict}" in out and code == (1 if verdict == "fail" else 0)
+    reason = "default config bug" if check_id == "build" else "not a standalone model: a part"
+    assert f"reason: {reason}" in out
+
+
 def test_reproducer_points_at_the_test_of_the_check():
     assert explain.reproducer(ALPHA, "build", "auto", "float32", "eager") == (
         f"pytest conformance/test_matrix.py::test_build --models {ALPHA} --checks build -p no:randomly")

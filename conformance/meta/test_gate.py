@@ -119,6 +119,26 @@ def test_update_keeps_reasons_adds_new_removes_passing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5.24.toml", "run.json"]  # no temporary left
 
 
+def test_update_lists_the_observed_verdict_of_an_xfail_cell(tmp_path):
+    """An xfail cell lists its raw verdict (`observed`); a run file without it falls back to the verdict
+    listed before, or for a new entry to the run's `expected`, else fail."""
+    file = tmp_path / "5.24.toml"
+    file.write_text(gate.dumps({("A", "build"): gate.Expectation("A", "build", "fail", "kept reason", "https://x/1")}))
+    run = write_run(tmp_path / "run.json", {
+        "A": {"build": {**cell("xfail", "r"), "expected": "fail", "observed": "error"}},
+        "B": {"build": {**cell("xfail", "gone past"), "expected": "fail", "observed": "timeout"},
+              "static_cache": {**cell("xfail", "old run"), "expected": "error"},
+              "legacy_cache": cell("xfail", "older run")},
+    })
+    found = gate.parse(gate.update_expectations(run, file).read_text(), file, None)
+    assert found == {
+        ("A", "build"): gate.Expectation("A", "build", "error", "kept reason", "https://x/1"),
+        ("B", "build"): gate.Expectation("B", "build", "timeout", "gone past"),
+        ("B", "legacy_cache"): gate.Expectation("B", "legacy_cache", "fail", "older run"),
+        ("B", "static_cache"): gate.Expectation("B", "static_cache", "error", "old run"),
+    }
+
+
 def test_update_is_idempotent(tmp_path):
     run = write_run(tmp_path / "run.json", {"A": {"build": cell("error", "no get_image_features")}})
     file = gate.update_expectations(run, tmp_path / "e.toml")

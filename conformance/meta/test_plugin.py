@@ -125,6 +125,51 @@ def test_build_error_and_fixture_error_each_get_one_error_record(fake_run):
     result.assert_outcomes(passed=1, errors=3)
 
 
+def test_a_row_the_build_stage_decides_gets_its_verdicts_and_reasons(fake_run):
+    """A model failure is `fail` in every cell; a class that is not standalone is `skip` in every cell
+    but `build`, which says whether the class can be built (never `error`: these are not harness gaps)."""
+    import json
+
+    result, out = fake_run("--models", "ModelBug*,NotStandalone*")
+    cells = {(m, c): cell for m, row in json.loads(out.read_text())["models"].items()
+             for c, cell in row["cells"].items()}
+    assert {k: v["verdict"] for k, v in cells.items()} == {
+        ("ModelBugForConditionalGeneration", "build"): "fail",
+        ("ModelBugForConditionalGeneration", "compile_prefill"): "fail",
+        ("NotStandaloneForConditionalGeneration", "build"): "fail",
+        ("NotStandaloneForConditionalGeneration", "compile_prefill"): "skip",
+    }
+    assert cells[("ModelBugForConditionalGeneration", "build")]["reason"].endswith("(transformers bug): fake")
+    assert cells[("NotStandaloneForConditionalGeneration", "build")]["reason"] == "fake default config bug"
+    assert cells[("NotStandaloneForConditionalGeneration", "compile_prefill")]["reason"] == (
+        "not a standalone model: a fake part")
+    result.assert_outcomes(errors=3, skipped=1)  # decided in the fixture, like a build error
+
+
+def test_an_xfail_cell_records_its_observed_verdict_and_update_lists_that_verdict(fake_run, tmp_path):
+    """The envelope keeps both the listed (`expected`) and the raw (`observed`) verdict of an xfail cell, so
+    that `expectations --update` lists what the run saw, not what the file said before."""
+    import json
+
+    from conformance.gate import expectations as gate
+
+    fails, raises = "BuildFailsForConditionalGeneration", "RaisesForConditionalGeneration"
+    listed = (f'[[cell]]\nmodel = "{fails}"\ncheck = "build"\nverdict = "fail"\nreason = "listed as a failure"\n\n'
+              f'[[cell]]\nmodel = "{raises}"\ncheck = "compile_prefill"\nverdict = "error"\nreason = "listed"\n')
+    _, out = fake_run("--models", "BuildFails*,Raises*", expectations=listed)
+    cells = {(m, c): cell for m, row in json.loads(out.read_text())["models"].items()
+             for c, cell in row["cells"].items()}
+    assert {k: (v["verdict"], v.get("expected"), v.get("observed")) for k, v in cells.items()} == {
+        (fails, "build"): ("xfail", "fail", "error"),  # listed as fail, the build raised: error
+        (fails, "compile_prefill"): ("error", None, None),
+        (raises, "build"): ("pass", None, None),
+        (raises, "compile_prefill"): ("xfail", "error", "fail"),
+    }
+    fresh = gate.update_expectations(out, tmp_path / "new.toml")
+    assert {k: e.verdict for k, e in gate.parse(fresh.read_text(), fresh, None).items()} == {
+        (fails, "build"): "error", (fails, "compile_prefill"): "error", (raises, "compile_prefill"): "fail"}
+
+
 def test_global_random_generators_are_seeded_per_cell(fake_run):
     """Python's and numpy's generators start from the same state in every cell, whatever ran before."""
     import json

@@ -118,6 +118,9 @@ def test_coverage_status_of_a_failing_build_check():
     row = {"cells": {"build": cell("fail", "pixels ignored")}}
     assert render.coverage_status(row) == ("build check fails", "pixels ignored")
     assert render.coverage_status({"cells": {}}) == ("not run", "")
+    part = {"cells": {"build": {"verdict": "skip", "reason": "not a standalone model: a part"},
+                      "compile_prefill": {"verdict": "skip", "reason": "not a standalone model: a part"}}}
+    assert render.coverage_status(part) == ("does not apply", "not a standalone model: a part")
 
 
 def test_readme_section_is_compact_and_links_the_full_report():
@@ -166,9 +169,10 @@ def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
     from conformance.run.records import make_record
 
     record = make_record(model=ALPHA, check="build", verdict="xfail", reason="r", seconds=0.0, metrics={},
-                         nodeid="n", process="main", expected="error")
+                         nodeid="n", process="main", expected="error", observed="timeout")
     envelope = report.build_envelope([record], {}, ["build"], {})
     assert envelope["models"][ALPHA]["cells"]["build"]["expected"] == "error"
+    assert envelope["models"][ALPHA]["cells"]["build"]["observed"] == "timeout"
     plain = make_record(model=ALPHA, check="build", verdict="pass", reason="", seconds=0.0, metrics={},
                         nodeid="n", process="main")
-    assert "expected" not in plain
+    assert "expected" not in plain and "observed" not in plain

@@ -121,8 +121,9 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
             "metrics": record.get("metrics", {}),
             "nodeid": record.get("nodeid", ""),
         }
-        if record.get("expected"):  # the listed verdict of an xfail/xpass cell
-            row["cells"][record["check"]]["expected"] = record["expected"]
+        for key in ("expected", "observed"):  # of an xfail/xpass cell: the listed verdict, the raw one
+            if record.get(key):
+                row["cells"][record["check"]][key] = record[key]
     rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,

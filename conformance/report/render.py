@@ -275,13 +275,15 @@ def listed_metrics_section(envelope: dict) -> list[str]:
 
 
 def coverage_status(row: dict) -> tuple[str, str]:
-    """(status, reason) of one class: built, build check fails, error, timeout, not run."""
+    """(status, reason) of one class: built, build check fails, does not apply, error, timeout, not run."""
     cells = row.get("cells", {})
     build = cells.get("build")
     if build is not None:
         verdict = build["verdict"]
         if verdict in PASSING:
             return "built", ""
+        if verdict == "skip":  # not a standalone model (conformance.discover.not_standalone): no check applies
+            return "does not apply", build.get("reason", "")
         if verdict in ("fail", "xfail"):
             return "build check fails", build.get("reason", "")
         if verdict in ("error", "timeout"):

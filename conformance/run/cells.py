@@ -11,7 +11,10 @@ Contracts:
   selected classes (ids = class names), grouped per class
   (``xdist_group``), so that one worker builds each tiny model once.
 * `model_case` is the built case of the class; a build failure is the
-  cell's `error` (a build past the time limit its `timeout`).
+  cell's `error` (a build past the time limit its `timeout`); a row the
+  build stage decided (`RowVerdict`: the model's own code fails, or the
+  class is not a standalone model) is the cell's `fail` or `skip` with the
+  reason.
 * `run_cell(check_id, case, request)` runs the check, applies the
   expectations and ends the test with the gated verdict (`finish`).
 * `check_of(item)`, `cell_of(item)`, `model_of(item)`: the one reader of
@@ -24,7 +27,8 @@ import gc
 
 import pytest
 
-from conformance.build.case import Case
+from conformance.build.case import BUILD_FAILED, Case
+from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome, run_check
 from conformance.checks.common.registry import load_all
 from conformance.run import isolation
@@ -91,7 +95,8 @@ def deadline_of(node):
 
 @pytest.fixture
 def model_case(request, model_name) -> Case:
-    """The built case of the parametrized class; a build failure is the cell's `error`."""
+    """The built case of the parametrized class; a build failure is the cell's `error`, a row the build
+    stage decided is the cell's `fail` or `skip` (`RowVerdict.cell`)."""
     session = session_of(request.config)
     check_id = check_of(request.node)
     deadline = deadline_of(request.node)
@@ -103,7 +108,9 @@ def model_case(request, model_name) -> Case:
                           f"building the tiny model and inputs {deadline.reason()}",
                           {"seconds": round(deadline.elapsed, 3)})
     except BuildError as exc:
-        outcome = Outcome("error", f"tiny model or inputs could not be built: {exc}")
+        outcome = Outcome("error", f"{BUILD_FAILED}: {exc}")
+    except RowVerdict as exc:
+        outcome = Outcome(*exc.cell(check_id))
     finish(request.node, model_name, check_id, outcome, session)
 
 

@@ -2,7 +2,8 @@
 
 Contract: `make_record(...)` is the JSON-lines record `report.build_envelope`
 reads (model, check, verdict, reason, seconds, metrics, nodeid, optional
-tiny) plus `process`: which process ran it and that process's peak memory
+tiny; on a cell the gate changed, `expected`, the listed verdict, and
+`observed`, the raw one) plus `process`: which process ran it and that process's peak memory
 so far (the envelope's environment reports the maximum). `gated(outcome,
 expectations, model, check)` applies the expectations (gate.judge).
 `find_record(path, nodeid)` is the last record a part file holds for a
@@ -89,8 +90,9 @@ def gated(verdict: str, expectations: dict, model: str, check: str) -> tuple[str
 
 
 def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: float, metrics: dict,
-                nodeid: str, process: str, tiny: dict | None = None, expected: str = "") -> dict:
-    """One cell's record; `expected` is the listed verdict of an xfail/xpass cell (fail, error, timeout)."""
+                nodeid: str, process: str, tiny: dict | None = None, expected: str = "", observed: str = "") -> dict:
+    """One cell's record; `expected` is the listed verdict of an xfail/xpass cell (fail, error, timeout),
+    `observed` the raw verdict the gate turned into xfail/xpass (what the check itself said)."""
     record = {
         "model": model,
         "check": check,
@@ -105,6 +107,8 @@ def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: f
         record["tiny"] = tiny
     if expected:
         record["expected"] = expected
+    if observed:
+        record["observed"] = observed
     return record
 
 

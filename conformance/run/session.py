@@ -5,8 +5,9 @@ Contract: `Session(config)` holds what every hook of the run needs;
 `options.UsageError`, one line) and is called before anything runs or is
 written; `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
-model or its inputs cannot be made, and failing at once a class whose build
-ended an earlier process; `write(...)` appends a cell's record to this
+model or its inputs cannot be made, the build stage's `RowVerdict` when it
+decided the whole row (a model failure, a class that is not standalone), and
+failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
 process's part file; `write_envelope()` merges every part file into the
 envelope at ``--matrix-out``. `session_of(config)` is the run's Session.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from conformance.build.case import Case, TransformersCases
+from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome
 from conformance.checks.common.registry import check_ids, describe
 from conformance.reasons import one_line
@@ -145,7 +147,7 @@ class Session:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
                 raise
-            except BuildError as exc:
+            except (BuildError, RowVerdict) as exc:  # a RowVerdict decides the row: kept like a build error
                 value = exc
             except Exception as exc:
                 value = BuildError(one_line(exc))
@@ -188,10 +190,11 @@ class Session:
 
     def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
               tiny: dict | None = None, expected: str = "") -> dict:
+        observed = outcome.verdict if verdict != outcome.verdict else ""  # the raw verdict of an xfail/xpass cell
         record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
                              seconds=outcome.metrics.get("seconds", 0.0),
                              metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected)
+                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected, observed=observed)
         io.append_record(self.part_file, record)
         return record
 

@@ -1,8 +1,9 @@
 """`conformance explain CLASS CHECK`: re-run one cell alone, in this process, and say why.
 
 Contract: `explain(model, check_id, device, dtype, backend, out)` builds the
-case the way the pytest plugin does (`conformance.build.case.build_case`),
-runs the check with dynamo's graph-break and recompile
+case the way the pytest plugin does (`conformance.build.case.build_case`; a
+row the build stage decides, `RowVerdict`, gets the same verdict and reason
+as in a run), runs the check with dynamo's graph-break and recompile
 logs on, and prints the raw verdict, the verdict after expectations, the
 reason, the metrics (graph breaks, recompiles, ...), the full traceback and
 a one-line pytest command reproducing the cell. It returns 0 when the cell
@@ -79,7 +80,8 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     info = resolve_model(model)
     import torch
 
-    from conformance.build.case import build_case
+    from conformance.build.case import BUILD_FAILED, build_case
+    from conformance.build.model_failure import RowVerdict
     from conformance.checks.common.outcome import Outcome, run_check
     from conformance.gate import expectations as gate
     from conformance.reasons import one_line
@@ -93,9 +95,10 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     say(f"== {info.name} / {check_id} on {device}, {dtype}, backend {backend}")
     try:
         case = build_case(info, device, dtype, backend)
+    except RowVerdict as exc:  # decided by the build stage: the model's own failure, or not a standalone model
+        outcome = Outcome(*exc.cell(check_id), traceback=traceback.format_exc())
     except Exception as exc:
-        outcome = Outcome("error", f"tiny model or inputs could not be built: {one_line(exc)}",
-                          traceback=traceback.format_exc())
+        outcome = Outcome("error", f"{BUILD_FAILED}: {one_line(exc)}", traceback=traceback.format_exc())
     else:
         if check_id != "build":
             say("(dynamo graph-break and recompile logs go to stderr)")

@@ -3,7 +3,10 @@
 The shape of Qwen2-Audio, Voxtral, AudioFlamingo, Granite Speech and most
 speech LLMs: one (mel bins x frames) feature map per prompt, a frame mask
 where the forward takes one, and each prompt's audio placeholder expanded to
-the number of embeddings the model's own audio path emits for it.
+the number of embeddings the model's own audio path emits for it. A forward
+that also takes a raw-audio `padding_mask` (each audio's valid raw samples,
+as the processors of chunked Whisper-window encoders return it) gets one
+(`audio_media.raw_samples_mask`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from conformance.build.strategies.audio_media import (
     feature_mask_key,
     frame_mask_consumed,
     mel_bins,
+    raw_samples_mask,
     time_major,
 )
 
@@ -39,9 +43,10 @@ def feature_media(ctx, gen: torch.Generator) -> tuple[dict, torch.Tensor, int]:
     mask = torch.ones((BATCH, frames), dtype=torch.long)
     key = feature_mask_key(ctx)
     key = key if key and frame_mask_consumed(ctx, key) else None
+    raw = raw_samples_mask(ctx, frames)
     first_error = None
     for layout in (features, time_major(features)):
-        media = {"input_features": layout, **({key: mask} if key else {})}
+        media = {"input_features": layout, **({key: mask} if key else {}), **raw}
         try:
             return media, mask, audio_placeholders(ctx, media, audios=BATCH, frames_mask=mask)
         except Exception as exc:

@@ -14,6 +14,9 @@ from typing import Any
 
 import torch
 
+from conformance.build.configs import first_int, with_sub_configs
+from conformance.build.samples import BATCH
+
 DEFAULT_FRAMES = 64  # feature frames when neither recipe nor config says
 DEFAULT_SAMPLES = 3200  # raw waveform samples when neither recipe nor config says
 MEL_KEYS = ("num_mel_bins", "n_mels", "feature_size", "input_feat_per_channel", "input_dim", "num_mel_filters")
@@ -21,6 +24,11 @@ AUDIO_CONFIG_KEYS = ("audio_config", "encoder_config", "audio_encoder_config", "
 TOKEN_KEYS = ("audio_token_id", "audio_token_index", "audio_token")
 STACKED_FRAME_KEYS = ("num_stacked_frames", "lfr_m")
 FEATURE_MASK_KEYS = ("input_features_mask", "feature_attention_mask")
+# A per-audio mask of valid raw samples (not feature frames) beside `input_features`; an audio path that takes it
+# only through **kwargs still gets it.
+RAW_MASK_KEY = "padding_mask"
+HOP_KEYS = ("hop_length",)
+DEFAULT_HOP = 160  # raw samples per mel frame of the Whisper-style feature extractors (10 ms at 16 kHz)
 
 
 def audio_config(config) -> Any:
@@ -33,27 +41,13 @@ def audio_config(config) -> Any:
 
 
 def _first_int(configs, keys) -> int | None:
-    for cfg in configs:
-        for key in keys:
-            value = getattr(cfg, key, None)
-            if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-                return value
-    return None
-
-
-def _with_sub_configs(config) -> list:
-    """`config` and, breadth first, the sub-configs nested in it."""
-    found, queue = [], [config]
-    while queue:
-        node = queue.pop(0)
-        found.append(node)
-        queue.extend(v for v in vars(node).values() if hasattr(v, "to_dict") and hasattr(v, "model_type"))
-    return found
+    """The first positive int among `keys` (a count or a size)."""
+    return first_int(configs, keys, minimum=1)
 
 
 def mel_bins(ctx) -> int:
     """Feature channels per frame the audio encoder takes (searched in nested audio sub-configs too)."""
-    configs = [*_with_sub_configs(audio_config(ctx.config)), ctx.config]
+    configs = [*with_sub_configs(audio_config(ctx.config)), ctx.config]
     bins = _first_int(configs, MEL_KEYS)
     if bins is None:
         raise LookupError("config names no mel-bin count (num_mel_bins / feature_size / input_dim)")
@@ -134,7 +128,8 @@ def frame_mask_consumed(ctx, key: str) -> bool:
 def _call_audio_features(model: torch.nn.Module, media: dict[str, Any]) -> Any | None:
     fn, params = _audio_features_fn(model)
     if fn is not None:
-        kwargs = {k: v for k, v in media.items() if k in params}
+        var_keyword = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        kwargs = {k: v for k, v in media.items() if k in params or (var_keyword and k == RAW_MASK_KEY)}
         required = {n for n, p in params.items()
                     if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
         if required - set(kwargs):
@@ -175,6 +170,20 @@ def audio_placeholders(ctx, media: dict[str, Any], audios: int, frames_mask: tor
                 raise ValueError(f"audios of equal length give unequal output lengths {lengths.tolist()}")
             return int(lengths[0])
     raise LookupError("model has neither get_audio_features nor audio_tower._get_feat_extract_output_lengths")
+
+
+def raw_samples_mask(ctx, frames: int) -> dict[str, torch.Tensor]:
+    """`padding_mask` (audios, raw samples), all valid, where the forward takes one beside `input_features`.
+
+    The processors of such models return each audio's valid raw-sample mask
+    next to its mel features; a full window of `frames` feature frames is
+    ``frames * hop`` raw samples (`hop_length` from the config, else the
+    Whisper-style 160).
+    """
+    if RAW_MASK_KEY not in ctx.forward_params or "input_features" not in ctx.forward_params:
+        return {}
+    hop = _first_int((audio_config(ctx.config), ctx.config), HOP_KEYS) or DEFAULT_HOP
+    return {RAW_MASK_KEY: torch.ones((BATCH, frames * hop), dtype=torch.long)}
 
 
 def feature_mask_key(ctx) -> str | None:

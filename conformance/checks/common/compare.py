@@ -1,7 +1,9 @@
 """Comparing outputs: the logits of any model output, their difference, the tolerance check.
 
 Contract: `logits_of(output)` finds the logits tensor of a ModelOutput,
-dict, tuple or tensor (TypeError when there is none); `max_abs_diff(a, b)`
+dict, tuple or tensor: `logits`, else a scoring output's first `logits*`
+field (CLIP-style `logits_per_<modality>`), else a tuple's first tensor
+(TypeError when there is none); `max_abs_diff(a, b)`
 is their largest absolute difference in float32 (ContractViolation when the
 shapes differ); `assert_close(actual, expected, tol, what, metrics)` records
 the worst difference so far as ``metrics["max_abs_diff"]`` and raises
@@ -25,7 +27,8 @@ def tolerance(case, backend: str | None = None) -> float:
 
 
 def logits_of(output: Any) -> torch.Tensor:
-    """The logits tensor of a model output (ModelOutput, dict, tuple or tensor)."""
+    """The logits tensor of a model output (ModelOutput, dict, tuple or tensor): `logits`, else the first
+    `logits*` field (a contrastive scorer's `logits_per_text`), else a tuple's first tensor."""
     if isinstance(output, torch.Tensor):
         return output
     if isinstance(output, dict) and "logits" in output:
@@ -33,6 +36,10 @@ def logits_of(output: Any) -> torch.Tensor:
     logits = getattr(output, "logits", None)
     if isinstance(logits, torch.Tensor):
         return logits
+    if isinstance(output, dict):  # a scoring model's logits (CLIP-style `logits_per_<modality>`): the first
+        for key, value in output.items():
+            if key.startswith("logits") and isinstance(value, torch.Tensor):
+                return value
     if isinstance(output, (tuple, list)) and output and isinstance(output[0], torch.Tensor):
         return output[0]
     raise TypeError(f"no logits in output of type {type(output).__name__}")

@@ -4,7 +4,8 @@ A check is a function ``check(case) -> dict`` (see `registry`). It returns
 its metrics when the contract held, raises `ContractViolation(reason,
 metrics)` when it ran and the contract was violated, and
 `NotApplicable(reason)` when the check does not apply to the model (e.g. no
-KV cache). Any other exception raised while the check runs is a violation
+KV cache), and `HarnessGap(reason)` when the check cannot set itself up for
+the model (an `error`: this suite's gap, not the model's). Any other exception raised while the check runs is a violation
 too (the model failed under the check), reported with its type, message and
 the innermost transformers frame (`conformance.reasons.one_line`).
 `run_check(check_id, case)` turns all of this into an `Outcome` with
@@ -36,6 +37,11 @@ class NotApplicable(Exception):
     """The check does not apply to this model; the message says why."""
 
 
+class HarnessGap(Exception):
+    """The check could not set itself up for this model (its emulation of the model's own generation
+    plumbing does not fit): a gap of this suite, reported as `error`, never as a finding about the model."""
+
+
 @dataclass
 class Outcome:
     """The raw result of one cell, before expectations are applied."""
@@ -60,6 +66,9 @@ def run_check(check_id: str, case) -> Outcome:
         outcome = Outcome("pass", "", metrics)
     except NotApplicable as exc:
         outcome = Outcome("skip", str(exc))
+    except HarnessGap as exc:
+        outcome = Outcome("error", f"the check could not be set up for this model: {exc}", {},
+                          traceback.format_exc())
     except ContractViolation as exc:
         outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc())
     except Exception as exc:  # the model failed under the check

@@ -36,10 +36,12 @@ def steps_section(path: Path, budget: int, elapsed: int) -> list[str]:
 
 
 def matrix_section(path: Path, classes: list[str], cpu_path: Path) -> tuple[list[str], bool]:
+    if not path.is_file():
+        return [f"matrix: no envelope ({path}): no cell was recorded"], False
     try:
         run = load_envelope(path)
     except (EnvelopeError, OSError, ValueError) as exc:
-        return [f"matrix: no envelope ({' '.join(str(exc).split())[:200]}): no cell was recorded"], False
+        return [f"matrix: the envelope is unusable: {' '.join(str(exc).split())[:200]}"], False
     env = run["environment"]
     checks = run["checks"]
     counts: dict[str, int] = {}
@@ -90,10 +92,12 @@ def _against_cpu(run: dict, cpu_path: Path) -> list[str]:
 
 
 def bench_section(path: Path) -> tuple[list[str], bool]:
+    if not path.is_file():
+        return [f"bench: no report ({path}): nothing was measured"], False
     try:
         report = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        return [f"bench: no report ({type(exc).__name__}: {path}): nothing was measured"], False
+        return [f"bench: the report is unusable: {path}: {type(exc).__name__}: {exc}"], False
     env = report["environment"]
     lines = [f"bench ({path}): {env['sizes']} sizes, {env['dtype']}, backend {env['backend']} mode {env['mode']}, "
              f"{env['new_tokens']} new tokens, median of {env['repeats']}; {env.get('device_name')}, torch "

@@ -64,7 +64,34 @@ def test_ci_sized_run_writes_the_three_outputs(tmp_path):
     (model,) = report["models"]
     assert set(model) == MODEL_KEYS and model["error"] == ""
     assert [p["image_tokens"] for p in model["sweep"]] == [2, 4]
+    assert report["planned"] == {"models": ["LlavaForConditionalGeneration"], "image_tokens": [2, 4]}
+    assert report["complete"] is True and report["unmeasured"] == []
     assert all(set(p) == POINT_KEYS for p in model["sweep"])
     assert all(isinstance(p["speedup"], float) for p in model["sweep"])
     assert out.with_suffix(".md").read_text().count("| LlavaForConditionalGeneration |") == 3
     assert out.with_suffix(".png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_an_interrupted_run_keeps_what_it_measured_and_says_what_it_did_not(tmp_path, monkeypatch, capsys):
+    """Ctrl-C (or a time limit's SIGINT) after one of two points of the first model: both kept and said."""
+    def one_point_then_interrupted(name, args, device, dtype, clock, progress):
+        result = bench.ModelResult(model=name, parameters=10, source="synthetic")
+        progress(result)
+        result.sweep.append(bench.Point(image_tokens=2, context=10, eager_tokens_per_s=1.0,
+                                        compiled_tokens_per_s=2.0, speedup=2.0))
+        progress(result)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bench, "select", lambda models, sizes, shapes: ["A", "B"])
+    monkeypatch.setattr(bench, "bench_model", one_point_then_interrupted)
+    out = tmp_path / "bench"
+    assert bench.main(["--device", "cpu", "--image-tokens", "2,4", "--out", str(out)]) == 130
+    report = json.loads(out.with_suffix(".json").read_text())
+    assert report["complete"] is False
+    assert report["unmeasured"] == ["A: 4 image tokens", "B: not started"]
+    (model,) = report["models"]
+    assert model["error"] == "interrupted after 1 of 2 sweep points" and len(model["sweep"]) == 1
+    text = out.with_suffix(".md").read_text()
+    assert "**Incomplete run**, not measured: A: 4 image tokens; B: not started." in text
+    assert "| A (interrupted after 1 of 2 sweep points) | 10 |" in text
+    assert "not measured: A: 4 image tokens; B: not started" in capsys.readouterr().err

@@ -10,27 +10,36 @@ batch 1 and greedy tokens
 * ``compiled_tokens_per_s``: decode steps of ``torch.compile(model)`` over a
   ``StaticCache`` (mode ``reduce-overhead`` on cuda: CUDA graphs; the default
   mode on cpu), after warm-up; ``compile_seconds`` is the warm-up's wall
-  time beyond two eager steps; ``speedup`` = compiled / eager;
-* ``peak_memory_mib``: peak CUDA memory allocated on cuda; on cpu, the
-  process's peak resident memory (a ceiling, shared by everything the
-  process did before);
+  time beyond three eager steps; ``speedup`` = compiled / eager;
+* ``peak_memory_mib``: peak CUDA memory allocated on the device on cuda; on
+  cpu, the process's peak resident memory (a ceiling, shared by everything
+  the process did before);
 
 and a sweep over the number of image tokens: the prompt is that many image
 feature vectors (random, in place of what the vision tower would emit) then
 the sample's text, so the decoder sees a cache as long as a real image
-would make it; each point records both decode rates and the speedup.
+would make it; each point records both decode rates and the speedup. The
+model is compiled once, with one StaticCache sized for the longest point
+and reset between points (as a server with a fixed maximum length runs):
+one compile and one set of CUDA graphs per model, not one per point.
 
 Sizes: ``--sizes tiny`` (default on cpu) builds the suite's tiny models;
 ``--sizes real`` (default on cuda) builds realistically sized models from
 the shapes in ``fixtures/bench/shapes.json`` (default config sizes of the
 named checkpoints, weights random, in ``--dtype``, bfloat16 by default on
-cuda). Outputs ``<out>.json``, ``<out>.md`` and ``<out>.png``. Timings are
-medians over ``--repeats``; nothing here asserts a timing.
+cuda; ``--shapes`` names another file of that form). Outputs ``<out>.json``,
+``<out>.md`` and ``<out>.png``, rewritten after every sweep point, so that
+a run stopped early (Ctrl-C, a time limit's SIGINT) keeps what it measured:
+the envelope's ``planned`` lists the models and points asked for and
+``complete`` says whether all were measured; an interrupted model's row
+says so in ``error``. Timings are medians over ``--repeats``; nothing here
+asserts a timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import platform
 import resource
@@ -39,17 +48,20 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 from conformance import locations
+from conformance.reasons import one_line
+from conformance.report import io
 
 SCHEMA = "vlm-conformance-bench/1"
 SHAPES = locations.BENCH_SHAPES
 DEFAULT_CPU_MODELS = "LlavaForConditionalGeneration,PaliGemmaForConditionalGeneration"
 CPU_SWEEP = (16, 64, 256)
 GPU_SWEEP = (64, 256, 576, 1152, 2304)
+WARMUP_STEPS = 3  # compiled steps before timing: the compile, then the CUDA graph recording runs
 
 
 class BenchError(Exception):
@@ -94,23 +106,29 @@ def load_shapes(path: Path = SHAPES) -> dict[str, dict]:
     return data["models"]
 
 
-def build(name: str, sizes: str, device: str, dtype: torch.dtype):
+def build(name: str, sizes: str, device: str, dtype: torch.dtype, shapes_path: Path = SHAPES):
     """(model, sample inputs, source) for one class, tiny (built as the suite builds it) or realistic."""
+    if sizes == "real":
+        import transformers
+
+        shapes = load_shapes(shapes_path)
+        if name not in shapes:
+            raise BenchError(f"--models: {name!r} has no entry in {shapes_path.name}; known: {', '.join(shapes)}")
+        entry = shapes[name]
+        # The class by name, not through discovery (which imports every model module: seconds for nothing here).
+        model_class = getattr(transformers, entry["class"], None)
+        if model_class is None:
+            raise BenchError(f"{shapes_path.name}: {name}: transformers {transformers.__version__} has no class "
+                             f"{entry['class']!r}; fix the entry or install the transformers it was written for")
+        config = model_class.config_class.from_dict(entry["config"])
+        torch.manual_seed(0)
+        with torch.device(device):
+            model = model_class(config).to(dtype).eval()
+        return model, real_sample(model, device, dtype), f"shapes:{entry['like']}"
     from conformance.build.case import build_case
     from conformance.discover import by_name
 
     index = by_name()
-    if sizes == "real":
-        shapes = load_shapes()
-        if name not in shapes:
-            raise BenchError(f"--models: {name!r} has no entry in {SHAPES.name}; known: {', '.join(shapes)}")
-        entry = shapes[name]
-        info = index[entry["class"]]
-        config = info.config_class.from_dict(entry["config"])
-        torch.manual_seed(0)
-        with torch.device(device):
-            model = info.model_class(config).to(dtype).eval()
-        return model, real_sample(model, device, dtype), f"shapes:{entry['like']}"
     if name not in index:
         raise BenchError(f"--models: no discovered class {name!r}; see `conformance list`")
     case = build_case(index[name], device, dtype, "eager")
@@ -133,11 +151,11 @@ def real_sample(model, device: str, dtype: torch.dtype) -> dict[str, torch.Tenso
     return {"input_ids": ids, "attention_mask": torch.ones_like(ids), "pixel_values": pixels}
 
 
-def select(models: str, sizes: str) -> list[str]:
+def select(models: str, sizes: str, shapes_path: Path = SHAPES) -> list[str]:
     from conformance.discover import class_index, select_classes
 
     if sizes == "real":
-        names = list(load_shapes())
+        names = list(load_shapes(shapes_path))
         index = {n: n for n in names}
     else:
         index = class_index()
@@ -153,12 +171,14 @@ def select(models: str, sizes: str) -> list[str]:
 
 
 class Clock:
+    """Wall time after the bench's device (not merely the current one) has finished its queued work."""
+
     def __init__(self, device: str):
-        self.cuda = device.startswith("cuda")
+        self.cuda = torch.device(device) if device.startswith("cuda") else None
 
     def now(self) -> float:
-        if self.cuda:
-            torch.cuda.synchronize()
+        if self.cuda is not None:
+            torch.cuda.synchronize(self.cuda)
         return time.perf_counter()
 
 
@@ -194,83 +214,121 @@ def _prompt_embeds(owner, text: torch.Tensor, image_tokens: int, device, dtype) 
     return torch.cat([image, embeds], dim=1)
 
 
-def measure_decode(model, embeds: torch.Tensor, new_tokens: int, repeats: int, backend: str,
-                   mode: str | None, clock: Clock) -> tuple[float, float, float]:
-    """(eager tokens/s, compiled tokens/s, compile seconds) from a prefill over `embeds`."""
+def eager_decode_rate(owner, kwarg: str, embeds: torch.Tensor, new_tokens: int, repeats: int, clock: Clock) -> float:
+    """Median tokens/s of the eager model decoding over a fresh DynamicCache after a prefill over `embeds`."""
     from transformers.cache_utils import DynamicCache
 
     from conformance.build.configs import text_config
-    from conformance.checks.common.cache import static_cache
 
-    owner, kwarg = _owner_and_kwarg(model)
-    max_len = embeds.shape[1] + new_tokens * (repeats + 2) + 2
-
-    def eager_run() -> float:
+    def run(tokens: int) -> float:
         cache = DynamicCache(config=text_config(owner.config))
         first = _last_logits(owner(inputs_embeds=embeds, use_cache=True, **{kwarg: cache})).argmax(-1, keepdim=True)
         return decode_rate(lambda t: _last_logits(owner(input_ids=t, use_cache=True, **{kwarg: cache})),
-                           first, new_tokens, clock)
+                           first, tokens, clock)
 
-    with torch.no_grad():
-        eager = statistics.median(eager_run() for _ in range(repeats))
-        cache = static_cache(owner, max_len, batch_size=1)
-        first = _last_logits(owner(inputs_embeds=embeds, use_cache=True, **{kwarg: cache})).argmax(-1, keepdim=True)
-        compiled = torch.compile(owner, backend=backend, mode=mode, fullgraph=False)
+    run(2)  # warm-up: the decode shapes' first kernels (cuBLAS heuristics, lazy loading) are not timed
+    return statistics.median(run(new_tokens) for _ in range(repeats))
 
-        def step(token):
-            return _last_logits(compiled(input_ids=token, use_cache=True, **{kwarg: cache})).clone()
 
+class CompiledDecoder:
+    """`torch.compile(owner)` decoding over one StaticCache of `max_len`, reused by every sweep point.
+
+    One compile (and, with ``reduce-overhead``, one set of CUDA graphs) per model: the cache keeps its tensors
+    (static addresses) and is reset in place between points, so no point recompiles.
+    """
+
+    def __init__(self, owner, kwarg: str, max_len: int, backend: str, mode: str | None):
+        from conformance.checks.common.cache import static_cache
+
+        self.owner, self.kwarg, self.mode = owner, kwarg, mode
+        self.cache = static_cache(owner, max_len, batch_size=1)
+        self.compiled = torch.compile(owner, backend=backend, mode=mode, fullgraph=False)
+        self.compiled_once = False
+
+    def step(self, token: torch.Tensor) -> torch.Tensor:
+        if self.mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()  # each call is a new step: earlier outputs may be reused
+        # clone: with CUDA graphs the output lives in the graph's memory, overwritten by the next replay
+        return _last_logits(self.compiled(input_ids=token, use_cache=True, **{self.kwarg: self.cache})).clone()
+
+    def rate(self, embeds: torch.Tensor, new_tokens: int, repeats: int, eager_rate: float,
+             clock: Clock) -> tuple[float, float]:
+        """(median compiled tokens/s, compile seconds) after an eager prefill over `embeds` into the reset cache;
+        compile seconds: the warm-up's time beyond as many eager steps, 0.0 once the model is compiled."""
+        self.cache.reset()
+        first = _last_logits(self.owner(inputs_embeds=embeds, use_cache=True, **{self.kwarg: self.cache}))
+        token = first.argmax(-1, keepdim=True)
         started = clock.now()
-        token = first
-        for _ in range(3):  # compile, then the cudagraph recording runs
-            token = step(token).argmax(-1, keepdim=True)
-        compile_seconds = max(clock.now() - started - 3.0 / max(eager, 1e-9), 0.0)
-        rates = []
-        for _ in range(repeats):
-            rates.append(decode_rate(step, token, new_tokens, clock))
-        compiled_rate = statistics.median(rates)
-    torch._dynamo.reset()
-    return eager, compiled_rate, compile_seconds
+        for _ in range(WARMUP_STEPS):
+            token = self.step(token).argmax(-1, keepdim=True)
+        warmup = clock.now() - started
+        compile_seconds = 0.0 if self.compiled_once else max(warmup - WARMUP_STEPS / max(eager_rate, 1e-9), 0.0)
+        self.compiled_once = True
+        rates = [decode_rate(self.step, token, new_tokens, clock) for _ in range(repeats)]
+        return statistics.median(rates), compile_seconds
+
+
+def cache_length(context: int, new_tokens: int, repeats: int) -> int:
+    """Static cache length for a prompt of `context` tokens: the prefill, the warm-up and every timed run."""
+    return context + WARMUP_STEPS + new_tokens * repeats + 2
 
 
 def peak_memory_mib(device: str) -> float:
     if device.startswith("cuda"):
-        return torch.cuda.max_memory_allocated() / 2**20
+        return torch.cuda.max_memory_allocated(torch.device(device)) / 2**20
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 
 
-def bench_model(name: str, args, device: str, dtype: torch.dtype, clock: Clock) -> ModelResult:
-    model, inputs, source = build(name, args.sizes, device, dtype)
+def compile_mode(device: str, backend: str) -> str | None:
+    return "reduce-overhead" if device.startswith("cuda") and backend == "inductor" else None
+
+
+def bench_model(name: str, args, device: str, dtype: torch.dtype, clock: Clock,
+                progress: Callable[[ModelResult], None] = lambda result: None) -> ModelResult:
+    """Measure one model (see the module); `progress(result)` is called once the model is built and after every
+    sweep point, with the result measured so far."""
+    model, inputs, source = build(name, args.sizes, device, dtype, args.shapes)
     result = ModelResult(model=name, parameters=sum(p.numel() for p in model.parameters()), source=source)
+    progress(result)
     if device.startswith("cuda"):
-        torch.cuda.reset_peak_memory_stats()
-    owner, _ = _owner_and_kwarg(model)
+        torch.cuda.reset_peak_memory_stats(torch.device(device))
+    owner, kwarg = _owner_and_kwarg(model)
     with torch.no_grad():
         times = []
         for _ in range(args.repeats):
             started = clock.now()
             model(**inputs)
             times.append(clock.now() - started)
-    result.prefill_seconds = statistics.median(times)
+    result.prefill_seconds = round(statistics.median(times), 4)
     result.prefill_tokens = int(inputs["input_ids"].shape[1])
-    mode = "reduce-overhead" if device.startswith("cuda") and args.backend == "inductor" else None
     ids, mask = inputs["input_ids"][-1], inputs["attention_mask"][-1]
     from conformance.build.configs import placeholder_id
 
     text = ids[(mask == 1) & (ids != placeholder_id(model.config))][-8:].view(1, -1)  # the prompt's own text
-    for index, image_tokens in enumerate(args.image_tokens):
-        with torch.no_grad():
+    longest = cache_length(max(args.image_tokens) + text.shape[1], args.new_tokens, args.repeats)
+    with torch.no_grad():
+        decoder = CompiledDecoder(owner, kwarg, longest, args.backend, compile_mode(device, args.backend))
+        for index, image_tokens in enumerate(args.image_tokens):
             embeds = _prompt_embeds(owner, text, image_tokens, device, dtype)
-        eager, compiled, compile_seconds = measure_decode(model, embeds, args.new_tokens, args.repeats,
-                                                          args.backend, mode, clock)
-        result.sweep.append(Point(image_tokens, int(embeds.shape[1]), round(eager, 2), round(compiled, 2),
-                                  round(compiled / eager, 3)))
-        if index == 0:
-            result.eager_tokens_per_s, result.compiled_tokens_per_s = round(eager, 2), round(compiled, 2)
-            result.speedup, result.compile_seconds = round(compiled / eager, 3), round(compile_seconds, 2)
-    result.peak_memory_mib = round(peak_memory_mib(device), 1)
-    result.prefill_seconds = round(result.prefill_seconds, 4)
+            eager = eager_decode_rate(owner, kwarg, embeds, args.new_tokens, args.repeats, clock)
+            compiled, compile_seconds = decoder.rate(embeds, args.new_tokens, args.repeats, eager, clock)
+            result.sweep.append(Point(image_tokens, int(embeds.shape[1]), round(eager, 2), round(compiled, 2),
+                                      round(compiled / eager, 3)))
+            if index == 0:
+                result.eager_tokens_per_s, result.compiled_tokens_per_s = round(eager, 2), round(compiled, 2)
+                result.speedup, result.compile_seconds = round(compiled / eager, 3), round(compile_seconds, 2)
+            result.peak_memory_mib = round(peak_memory_mib(device), 1)
+            progress(result)
     return result
+
+
+def release(device: str) -> None:
+    """After a model (and every reference to it) is gone: drop compiled code, CUDA graphs and cached blocks, so
+    that the next model's peak memory is its own."""
+    torch._dynamo.reset()
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
 
 
 # --- outputs ------------------------------------------------------------------------------------------
@@ -279,17 +337,49 @@ def bench_model(name: str, args, device: str, dtype: torch.dtype, clock: Clock) 
 def environment(device: str, dtype: torch.dtype, args) -> dict[str, Any]:
     import transformers
 
-    name = torch.cuda.get_device_name(device) if device.startswith("cuda") else platform.processor() or platform.machine()
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "device": device, "device_name": name, "dtype": str(dtype).removeprefix("torch."),
-            "backend": args.backend, "mode": "reduce-overhead" if device.startswith("cuda") and args.backend == "inductor" else "default",
-            "threads": torch.get_num_threads(), "sizes": args.sizes, "new_tokens": args.new_tokens,
-            "repeats": args.repeats}
+    gpu = device.startswith("cuda")
+    name = torch.cuda.get_device_name(torch.device(device)) if gpu else platform.processor() or platform.machine()
+    env = {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+           "device": device, "device_name": name, "dtype": str(dtype).removeprefix("torch."),
+           "backend": args.backend, "mode": compile_mode(device, args.backend) or "default",
+           "threads": torch.get_num_threads(), "sizes": args.sizes, "new_tokens": args.new_tokens,
+           "repeats": args.repeats}
+    if gpu:
+        env["cuda"] = torch.version.cuda
+    if args.sizes == "real":
+        env["shapes"] = locations.shown(args.shapes)
+    return env
 
 
-def envelope(results: list[ModelResult], env: dict) -> dict:
-    return {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "environment": env, "models": [asdict(r) for r in results]}
+def envelope(results: list[ModelResult], env: dict, planned: dict | None = None) -> dict:
+    """The report. With `planned` ({"models": [...], "image_tokens": [...]}, what was asked for) it also holds
+    `unmeasured` (what of the plan it lacks, one line each: a model not started, the points a model lacks) and
+    `complete` (nothing lacks)."""
+    models = [asdict(r) for r in results]
+    report = {"schema": SCHEMA, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+              "environment": env, "models": models}
+    if planned is not None:
+        report["planned"] = planned
+        report["unmeasured"] = unmeasured(models, planned)
+        report["complete"] = not report["unmeasured"]
+    return report
+
+
+def unmeasured(models: list[dict], planned: dict) -> list[str]:
+    """What the plan asked for and `models` (the report's rows) lack: whole models, or the sweep points a model
+    lacks (a model that failed lacks all of them)."""
+    rows = {m["model"]: m for m in models}
+    missing = []
+    for name in planned["models"]:
+        row = rows.get(name)
+        if row is None:
+            missing.append(f"{name}: not started")
+            continue
+        measured = {p["image_tokens"] for p in row["sweep"]}
+        points = [str(n) for n in planned["image_tokens"] if n not in measured]
+        if points:
+            missing.append(f"{name}: {','.join(points)} image tokens")
+    return missing
 
 
 def markdown(report: dict) -> str:
@@ -300,14 +390,19 @@ def markdown(report: dict) -> str:
         f"torch {env['torch']}, transformers {env['transformers']}, backend `{env['backend']}` mode `{env['mode']}`, "
         f"{env['threads']} thread(s), sizes `{env['sizes']}`, {env['new_tokens']} new tokens, median of {env['repeats']}.",
         "",
+    ]
+    if report.get("unmeasured"):
+        lines += [f"**Incomplete run**, not measured: {'; '.join(report['unmeasured'])}.", ""]
+    lines += [
         "| model | params | prefill s | eager tok/s | compiled tok/s | speedup | compile s | peak MiB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for m in report["models"]:
-        if m["error"]:
+        if m["error"] and not m["sweep"]:
             lines.append(f"| {m['model']} | | | | | error: {m['error']} | | |")
             continue
-        lines.append(f"| {m['model']} | {m['parameters']:,} | {m['prefill_seconds']:.4f} | {m['eager_tokens_per_s']:.1f} | "
+        name = f"{m['model']} ({m['error']})" if m["error"] else m["model"]  # e.g. interrupted after some points
+        lines.append(f"| {name} | {m['parameters']:,} | {m['prefill_seconds']:.4f} | {m['eager_tokens_per_s']:.1f} | "
                      f"{m['compiled_tokens_per_s']:.1f} | {m['speedup']:.2f}x | {m['compile_seconds']:.1f} | {m['peak_memory_mib']:.0f} |")
     lines += ["", "## Sweep over image tokens (speedup = compiled / eager decode tokens/s)", "",
               "| model | image tokens | context | eager tok/s | compiled tok/s | speedup |",
@@ -336,18 +431,21 @@ def plot(report: dict, path: Path) -> None:
     ax.set_ylabel("decode speedup (compiled static / eager dynamic)")
     env = report["environment"]
     ax.set_title(f"{env['device']} {env['dtype']} {env['sizes']} models, {env['backend']}")
-    ax.legend(fontsize=7)
+    if any(m["sweep"] for m in report["models"]):  # a legend of no lines warns
+        ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
 
 def write_outputs(report: dict, out: Path) -> list[Path]:
+    """`<out>.json`, `<out>.md`, `<out>.png`, each replaced whole (a reader never sees half a file)."""
     out.parent.mkdir(parents=True, exist_ok=True)
     paths = [out.with_suffix(".json"), out.with_suffix(".md"), out.with_suffix(".png")]
-    paths[0].write_text(json.dumps(report, indent=2) + "\n")
-    paths[1].write_text(markdown(report))
-    plot(report, paths[2])
+    io.write_texts_atomic({paths[0]: json.dumps(report, indent=2) + "\n", paths[1]: markdown(report)})
+    staged = paths[2].with_name(f".{paths[2].name}.tmp.png")
+    plot(report, staged)
+    staged.replace(paths[2])
     return paths
 
 
@@ -376,6 +474,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--new-tokens", type=int, default=32, help="decode steps timed per run")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--threads", type=int, default=0, help="torch CPU threads (default: torch's)")
+    p.add_argument("--shapes", type=Path, default=SHAPES,
+                   help="the realistic shapes of --sizes real (default: the package's bench/shapes.json)")
     p.add_argument("--out", default="reports/bench-cpu", help="output path without suffix (.json .md .png)")
     return p
 
@@ -398,24 +498,48 @@ def main(argv: list[str] | None = None) -> int:
         print("conformance bench: --new-tokens and --repeats must be at least 1", file=sys.stderr)
         return 2
     clock = Clock(device)
-    results = []
     try:
-        names = select(args.models or ("*" if args.sizes == "real" else DEFAULT_CPU_MODELS), args.sizes)
-        for name in names:
-            try:
-                results.append(bench_model(name, args, device, dtype, clock))
-            except BenchError:
-                raise
-            except Exception as exc:  # one model failing is a row, not the end of the run
-                from conformance.reasons import one_line
-
-                results.append(ModelResult(model=name, parameters=0, source="", error=one_line(exc, 160)))
-            print(f"conformance bench: {name}: done", file=sys.stderr)
+        names = select(args.models or ("*" if args.sizes == "real" else DEFAULT_CPU_MODELS), args.sizes, args.shapes)
     except BenchError as exc:
         print(f"conformance bench: {exc}", file=sys.stderr)
         return 2
-    report = envelope(results, environment(device, dtype, args))
-    for path in write_outputs(report, Path(args.out)):
+    env = environment(device, dtype, args)
+    planned = {"models": names, "image_tokens": list(args.image_tokens)}
+    out = Path(args.out)
+    results: list[ModelResult] = []
+    name = ""
+
+    def progress(result: ModelResult) -> None:
+        if not results or results[-1] is not result:
+            results.append(result)
+        write_outputs(envelope(results, env, planned), out)
+
+    try:
+        for name in names:
+            try:
+                bench_model(name, args, device, dtype, clock, progress)
+            except BenchError as exc:
+                print(f"conformance bench: {exc}", file=sys.stderr)
+                return 2
+            except Exception as exc:  # one model failing is a row, not the end of the run
+                error = one_line(exc, 160)
+                if results and results[-1].model == name:  # built, then failed: keep what it measured
+                    results[-1].error = error
+                else:
+                    results.append(ModelResult(model=name, parameters=0, source="", error=error))
+            release(device)
+            print(f"conformance bench: {name}: done", file=sys.stderr)
+    except KeyboardInterrupt:  # Ctrl-C or a time limit's SIGINT: keep what was measured, say what was not
+        current = results[-1] if results and results[-1].model == name else None
+        if current and not current.error and len(current.sweep) < len(args.image_tokens):
+            current.error = f"interrupted after {len(current.sweep)} of {len(args.image_tokens)} sweep points"
+        report = envelope(results, env, planned)
+        write_outputs(report, out)
+        print(f"conformance bench: interrupted; wrote {out}.json with what was measured; not measured: "
+              f"{'; '.join(report['unmeasured']) or 'nothing'}", file=sys.stderr)
+        return 130
+    report = envelope(results, env, planned)
+    for path in write_outputs(report, out):
         print(f"conformance bench: wrote {path}", file=sys.stderr)
     return 0 if all(not r.error for r in results) else 1
 

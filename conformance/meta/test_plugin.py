@@ -137,16 +137,6 @@ def test_global_random_generators_are_seeded_per_cell(fake_run):
     assert len({(m["python_draw"], m["numpy_draw"]) for m in metrics}) == 1
 
 
-@pytest.mark.parametrize("args, counted", [((), True), (("--no-graph-break-count",), False)])
-def test_no_graph_break_count_reaches_every_case(fake_run, args, counted):
-    import json
-
-    result, out = fake_run("--models", "Ok*", "--checks", "compile_prefill", *args)
-    result.assert_outcomes(passed=1)
-    cell = json.loads(out.read_text())["models"][OK]["cells"]["compile_prefill"]
-    assert cell["metrics"]["count_graph_breaks"] is counted
-
-
 def test_classes_run_longest_first_by_the_published_seconds(fake_run, monkeypatch):
     from conformance.run.session import Session
 

@@ -17,7 +17,7 @@ Both outputs are pure functions of the envelope (no clock, no filesystem).
 
 from __future__ import annotations
 
-from conformance.verdicts import PASSING, VERDICTS
+from conformance.verdicts import VERDICTS, passed
 
 START_MARKER = "<!-- matrix:start -->"
 END_MARKER = "<!-- matrix:end -->"
@@ -36,8 +36,8 @@ SYMBOLS = {
 MEANINGS = {
     "pass": "pass",
     "fail": "fail",
-    "xfail": "known failure (listed in fixtures/expectations)",
-    "xpass": "passes but listed as failing (remove the expectation)",
+    "xfail": "known failure (listed in fixtures/expectations with this failure's fingerprint)",
+    "xpass": "better than listed: passes, or fails with fewer graph breaks or recompiles (update the expectation)",
     "skip": "does not apply",
     "error": "harness could not build the tiny model or inputs",
     "timeout": "ran past its time limit",
@@ -50,19 +50,19 @@ FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (err
 
 REASON_LIMIT = 1000
 TABLE_REASON_LIMIT = 300
-PASS_RATE_NOTE = "Pass rate: (pass + xpass) / (all cells − skip), rounded down."
+PASS_RATE_NOTE = "Pass rate: cells whose check passed (pass, or xpass of a pass) / (all cells − skip), rounded down."
 
 
 # --------------------------------------------------------------------------- small pieces
 
 
-def pass_rate(counts: dict[str, int]) -> str:
-    """`93% (80/86)`: (pass + xpass) over the cells that apply (all but skip), floored."""
-    passed = sum(counts.get(v, 0) for v in PASSING)
-    applicable = sum(n for v, n in counts.items() if v != "skip")
+def pass_rate(cells: list[dict]) -> str:
+    """`93% (80/86)`: the cells whose check passed (`verdicts.passed`) over those that apply (all but skip)."""
+    applicable = [cell for cell in cells if cell["verdict"] != "skip"]
     if not applicable:
         return "n/a (0/0)"
-    return f"{100 * passed // applicable}% ({passed}/{applicable})"
+    count = sum(passed(cell) for cell in applicable)
+    return f"{100 * count // len(applicable)}% ({count}/{len(applicable)})"
 
 
 def code(text: str, table: bool = False) -> str:
@@ -123,7 +123,8 @@ def summary_section(envelope: dict) -> list[str]:
     rows = []
     for check_id in checks:
         counts = summary.get(check_id, {})
-        rows.append([f"`{check_id}`", pass_rate(counts)] + [str(counts.get(v, 0)) for v in VERDICTS])
+        cells = [row["cells"][check_id] for row in envelope["models"].values() if check_id in row["cells"]]
+        rows.append([f"`{check_id}`", pass_rate(cells)] + [str(counts.get(v, 0)) for v in VERDICTS])
     return _table(["check", "pass rate"] + [SYMBOLS[v] for v in VERDICTS], rows, ["l", "r"] + ["r"] * len(VERDICTS))
 
 
@@ -177,14 +178,14 @@ def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
             if not cells:
                 continue
             observed = ", ".join(f"`{c}` {SYMBOLS[cell['verdict']]} {cell['verdict']}" for c, cell in cells.items())
-            verdicts = [cell["verdict"] for cell in cells.values()]
             if declared[flag]:
                 failing = [(c, cell) for c, cell in cells.items() if cell["verdict"] in FAILING]
                 if failing:
                     first_check, first = failing[0]
                     overclaimed.append([name, f"`{flag} = {declared[flag]}`", observed,
                                         code(f"{first_check}: {first.get('reason', '')}", table=True)])
-            elif any(v in PASSING for v in verdicts) and all(v in PASSING or v == "skip" for v in verdicts):
+            elif any(passed(c) for c in cells.values()) and all(passed(c) or c["verdict"] == "skip"
+                                                              for c in cells.values()):
                 underclaimed.append([name, f"`{flag} = {declared[flag]}`", observed])
     return overclaimed, underclaimed
 
@@ -212,7 +213,7 @@ def declared_section(envelope: dict) -> list[str]:
 
 FAILURE_GROUPS = (
     (("fail", "timeout"), "Failures"),
-    (("xpass",), "Stale expectations (passing, but listed as failing)"),
+    (("xpass",), "Stale expectations (passing, or failing less than listed)"),
     (("error",), "Harness errors (the suite could not set the cell up)"),
     (("xfail",), "Known failures (listed in fixtures/expectations)"),
 )
@@ -229,7 +230,10 @@ def failures_section(envelope: dict) -> list[str]:
             by_reason: dict[tuple[str, str], list[str]] = {}
             for check_id, cell in sorted(row["cells"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
                 if cell["verdict"] in verdicts:
-                    by_reason.setdefault((cell["verdict"], cell.get("reason", "")), []).append(check_id)
+                    reason = cell.get("reason", "")
+                    if cell.get("gate"):  # a listed cell that is not xfail: why, then what was observed
+                        reason = f"{cell['gate']} | observed: {reason}"
+                    by_reason.setdefault((cell["verdict"], reason), []).append(check_id)
             for (verdict, reason), ids in by_reason.items():
                 where = ", ".join(f"`{c}`" for c in ids)
                 found.append(f"- {SYMBOLS[verdict]} {name} / {where}: {code(reason) or '(no reason recorded)'}")
@@ -259,7 +263,7 @@ def coverage_status(row: dict) -> tuple[str, str]:
     build = cells.get("build")
     if build is not None:
         verdict = build["verdict"]
-        if verdict in PASSING:
+        if passed(build):
             return "built", ""
         if verdict in ("fail", "xfail"):
             return "build check fails", build.get("reason", "")

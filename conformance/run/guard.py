@@ -28,7 +28,7 @@ import pytest
 from conformance.checks.common.outcome import Outcome
 from conformance.run import isolation
 from conformance.run.cells import CELL_KEY, DEADLINE_KEY, cell_of
-from conformance.run.records import find_record, gated, plain_nodeid
+from conformance.run.records import find_record, plain_nodeid
 
 HARNESS_FAILURE_KEY = pytest.StashKey[str]()
 
@@ -86,8 +86,7 @@ class GuardHooks:
         """The safety net: a cell that ended without a verdict (a fixture error, a test that did not record)."""
         what = item.stash.get(HARNESS_FAILURE_KEY, "the test ended without recording a verdict (run_cell not called)")
         outcome = Outcome("error", f"harness error in {what}")
-        verdict, _ = gated("error", self.session.expectations, model, check_id)
-        item.stash[CELL_KEY] = self.session.write(item.nodeid, model, check_id, outcome, verdict)
+        item.stash[CELL_KEY] = self.session.record(item.nodeid, model, check_id, outcome)
 
     def _hard_timeout(self, item, model: str, check_id: str, deadline) -> None:
         """In the watchdog thread: the cell ignored its soft limit; record it before the process ends."""
@@ -95,8 +94,7 @@ class GuardHooks:
         reason = (f"{deadline.reason()} and did not stop within {state.grace:g} s more; "
                   f"the process running it ({state.worker}) was ended")
         outcome = Outcome("timeout", reason, {"seconds": round(deadline.elapsed, 3)})
-        verdict, _ = gated("timeout", state.expectations, model, check_id)
-        state.write(item.nodeid, model, check_id, outcome, verdict)
+        state.record(item.nodeid, model, check_id, outcome)
         if state.building == model:
             state.parts.add_build_failure(model, "timeout", reason)
         message = f"\nconformance: {item.nodeid}: {reason}.\n"
@@ -131,8 +129,7 @@ class GuardHooks:
                 state.parts.add_build_failure(model, outcome.verdict, outcome.reason)
                 outcome.reason = f"building the tiny model and inputs: {outcome.reason}"
             outcome.metrics["seconds"] = round(time.time() - note.get("started", time.time()), 3)
-            verdict, _ = gated(outcome.verdict, state.expectations, model, check_id)
-            record = state.write(crashitem, model, check_id, outcome, verdict)
+            record = state.record(crashitem, model, check_id, outcome)
         line = f"{record['verdict'].upper()} {model} / {check_id}: {record['reason']}"
         try:
             details = dump.read_text(errors="replace").strip()

@@ -70,11 +70,15 @@ def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str)
     return f"pytest {MATRIX_TESTS}::test_{check_id} {' '.join(options)} -p no:randomly"
 
 
-def _expectation(model: str, check_id: str):
+def _expectation(model: str, check_id: str, device: str, dtype: str, backend: str):
+    """The expectation of the cell under this run's conditions, and a note when none could be read."""
+    import torch
+
     from conformance.gate import expectations as gate
 
+    run = gate.run_conditions(device, dtype, backend, torch.__version__)
     try:
-        return gate.load().get((model, check_id)), ""
+        return gate.load(run=run).get((model, check_id)), ""
     except Exception as exc:  # an unusable expectations file must not hide the cell
         return None, f"(expectations not applied: {exc})"
 
@@ -90,7 +94,7 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
 
     from conformance.build.case import build_case
     from conformance.checks.common.outcome import Outcome, run_check
-    from conformance.gate import expectations as gate
+    from conformance.gate.ratchet import judge
     from conformance.reasons import one_line
 
     device = resolve_device(device)
@@ -113,14 +117,18 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
             outcome = run_check(check_id, case)
         finally:
             torch._logging.set_logs()
-    expectation, note = _expectation(info.name, check_id)
-    verdict = gate.judge(outcome.verdict, expectation)
+    expectation, note = _expectation(info.name, check_id, device, dtype, backend)
+    judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
+    verdict = judgement.verdict
     say(f"verdict: {verdict}" + (f" (raw: {outcome.verdict})" if verdict != outcome.verdict else ""))
     if expectation is not None:
         say(f"expectation: {expectation.verdict}: {expectation.reason}" +
             (f" ({expectation.link})" if expectation.link else ""))
-    if note:
-        say(note)
+    for line in (judgement.note, note):
+        if line:
+            say(line)
+    if outcome.fingerprint is not None:
+        say(f"fingerprint: {outcome.fingerprint.summary()}")
     if outcome.reason:
         say(f"reason: {outcome.reason}")
     for name, value in sorted(outcome.metrics.items()):

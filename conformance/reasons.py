@@ -4,12 +4,26 @@ Contract: `one_line(exc)` is ``Type: message (at file:line)`` on one line,
 the message clipped to `limit` characters, located by `where(exc)` unless a
 `location` is given (a caller that knows a better frame); `where(exc)` is the ``file:line``
 of the innermost traceback frame inside transformers (else the innermost
-frame), as ``transformers/<path>:<line>``. Torch-free.
+frame), as ``transformers/<path>:<line>``.
+
+`site(filename, lineno)` names a place in code the way a fingerprint does,
+stable when code moves by some lines: ``<dotted module>:<qualified name of
+the innermost enclosing def>`` (``transformers.models.llava.modeling_llava:
+LlavaModel.get_image_features``; ``<module>`` for module level). `site_of(frames)`
+is the site of the innermost frame inside transformers (else the innermost),
+for a list of `traceback.FrameSummary`; `exception_site(exc)` that of an
+exception (dynamo's traced stack when it has one, else its traceback).
+Torch-free.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
+import re
+import sys
 import traceback
+from pathlib import Path
 
 
 def where(exc: BaseException) -> str:
@@ -31,3 +45,64 @@ def one_line(exc: BaseException, limit: int = 300, location: str | None = None) 
         text = text[: limit - 3] + "..."
     location = where(exc) if location is None else location
     return f"{type(exc).__name__}: {text}" + (f" (at {location})" if location else "")
+
+
+def module_of(filename: str) -> str:
+    """The dotted module of a source file (its path below a sys.path entry), else its stem."""
+    path = str(Path(filename))
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    else:
+        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
+        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
+    dotted = re.sub(r"\.py$", "", path).replace("/", ".")
+    return dotted.removesuffix(".__init__")
+
+
+@functools.lru_cache(maxsize=256)
+def _definitions(filename: str) -> tuple[tuple[int, int, str], ...]:
+    """(first line, last line, qualified name) of every def and class of a file, outermost first."""
+    try:
+        tree = ast.parse(Path(filename).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return ()
+    found: list[tuple[int, int, str]] = []
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                name = f"{prefix}{child.name}"
+                found.append((child.lineno, child.end_lineno or child.lineno, name))
+                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
+            else:
+                walk(child, prefix)
+
+    walk(tree, "")
+    return tuple(found)
+
+
+def site(filename: str, lineno: int | None, function: str = "") -> str:
+    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
+    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
+    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
+    return f"{module_of(filename)}:{name}"
+
+
+def site_of(frames) -> str:
+    """The site of the innermost frame inside transformers, else of the innermost frame ('' for none)."""
+    frames = list(frames or [])
+    if not frames:
+        return ""
+    inside = [f for f in frames if "/transformers/" in f.filename]
+    frame = (inside or frames)[-1]
+    return site(frame.filename, frame.lineno, frame.name)
+
+
+def exception_site(exc: BaseException) -> str:
+    """The site an exception points at: dynamo's traced user stack when it has one, else its traceback."""
+    stack = getattr(exc, "real_stack", None)
+    if stack:
+        return site_of(stack)
+    return site_of(traceback.extract_tb(exc.__traceback__))

@@ -21,3 +21,10 @@ VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error", "timeout")
 RAW = ("pass", "fail", "skip")
 FAILING = ("fail", "error", "timeout")  # raw verdicts an expectation may list
 PASSING = ("pass", "xpass")
+
+
+def passed(cell: dict) -> bool:
+    """Whether a cell's check passed: `pass`, or an `xpass` whose raw verdict was a pass (an "improved" xpass
+    is a failure with fewer graph breaks or recompiles than listed: it still failed)."""
+    verdict = cell.get("verdict")
+    return verdict == "pass" or (verdict == "xpass" and cell.get("observed", "pass") == "pass")

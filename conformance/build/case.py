@@ -58,8 +58,6 @@ class Case:
     dtype: torch.dtype = torch.float32
     backend: str = "eager"
     seed: int = 0
-    # False skips traces that only measure and decide no verdict (the graph-break count of a failing compile).
-    count_graph_breaks: bool = True
 
     def fresh_model(self) -> torch.nn.Module:
         """A new instance with the same deterministic weights, never called before."""

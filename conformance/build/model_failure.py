@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from types import TracebackType
 
+from conformance.fingerprints import Fingerprint, of_exception
 from conformance.reasons import one_line
 
 CODE_ERRORS = (AttributeError, NameError)  # NameError covers UnboundLocalError
@@ -63,6 +64,13 @@ class RowVerdict(Exception):
         if check_id == "build" and self.build is not None:
             return self.build
         return self.verdict, self.reason
+
+    def fingerprint(self, check_id: str) -> Fingerprint | None:
+        """What failed where, for a cell this decides as ``fail``: the model's own exception behind it.
+        None otherwise (the gate fingerprints a harness error by its reason)."""
+        if self.cell(check_id)[0] == "fail" and self.__cause__ is not None:
+            return of_exception(self.__cause__)
+        return None
 
 
 class ModelFailure(RowVerdict):

@@ -14,8 +14,8 @@ through that sub-model, because that is what their generate does.
 It holds when:
 * dynamo compiled the decode step, fullgraph (no graph break);
 * no step after the first recompiled (dynamo's counters; the reason names
-  the guard that failed; the first recompile stops the run, so
-  `recompiles` is 0 or 1);
+  the guard that failed; every step may recompile, so `recompiles` counts
+  them and the fingerprint holds the count and the first guard's site);
 * at every step the logits match (a) eager greedy decoding of a fresh
   instance with the default dynamic cache and (b) one forward without cache
   over the same tokens (so a cache that silently returns wrong values is
@@ -39,9 +39,10 @@ from transformers.cache_utils import Cache
 from conformance.build.case import Case
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import logits_of, max_abs_diff
-from conformance.checks.common.dynamo import DynamoWatch, break_reason
+from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
+from conformance.fingerprints import Fingerprint, kind_of, where_of
 
 DECODE_STEPS = 4
 NEW_TOKENS = DECODE_STEPS + 1  # the prefill predicts the first new token
@@ -208,8 +209,8 @@ def check_compile_decode(case: Case) -> dict:
 
     model = case.fresh_model()
     generate_kwargs = greedy(NEW_TOKENS) | {"disable_compile": False}
-    # One recompile is enough to fail: with fullgraph, the limit makes the first one raise.
-    with DynamoWatch() as watch, torch._dynamo.config.patch(recompile_limit=1):
+    # One recompile is enough to fail; the limit lets every step recompile, so that the count is the model's.
+    with DynamoWatch() as watch, torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
         try:
             with torch.no_grad():
                 compiled = model.generate(
@@ -221,8 +222,11 @@ def check_compile_decode(case: Case) -> dict:
             _judge_recompiles(watch, metrics)
             traced = getattr(exc, "real_stack", None) is not None  # raised while dynamo traced
             metrics["graph_breaks"] = max(int(traced), len(watch.graph_breaks))
+            kind = kind_of(exc)
+            fingerprint = Fingerprint("graph_break" if kind == "unsupported" else kind, where=where_of(exc),
+                                      error=type(exc).__name__)
             raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {break_reason(exc)}",
-                                    metrics) from exc
+                                    metrics, fingerprint) from exc
         metrics["compile_seconds"] = watch.compile_seconds
         _judge_compilation(watch, metrics)
 
@@ -236,8 +240,9 @@ def _judge_compilation(watch: DynamoWatch, metrics: dict) -> None:
     if breaks:
         metrics["graph_breaks"] = len(breaks)
         metrics["first_break"] = breaks[0]
+        sites = graph_break_sites()
         raise ContractViolation(f"the compiled decode step has {len(breaks)} graph break(s), first: {breaks[0]}",
-                                metrics)
+                                metrics, Fingerprint("graph_break", sites=sites, breaks=sum(sites.values())))
     if watch.graphs == 0:
         raise ContractViolation("generate did not compile the decode step (its cache is not a compileable "
                                 "static cache, or the model's generate bypasses compilation)", metrics)
@@ -245,10 +250,13 @@ def _judge_compilation(watch: DynamoWatch, metrics: dict) -> None:
 
 
 def _judge_recompiles(watch: DynamoWatch, metrics: dict) -> None:
-    guards = watch.guard_failures
-    metrics["recompiles"] = len(guards)
-    if guards:
-        raise ContractViolation(f"decode step recompiled after the first step; failed guard: {guards[0]}", metrics)
+    reasons = watch.guard_failure_reasons  # every failed guard check, several per recompile once entries pile up
+    recompiles = max(watch.graphs - 1, 1) if reasons else 0  # the decode step is one frame, compiled fullgraph
+    metrics["recompiles"] = recompiles
+    if reasons:
+        fingerprint = Fingerprint("recompile", recompiles=recompiles, guard=guard_site(reasons[0]))
+        raise ContractViolation(f"decode step recompiled after the first step; failed guard: "
+                                f"{describe_guard(reasons[0])}", metrics, fingerprint)
 
 
 def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefill_length: int, tol: float,

@@ -6,57 +6,80 @@ eager call on that instance (as users who compile right after loading),
 runs and its logits match an eager forward of a second fresh instance with
 the same weights within `case.tol()`.
 
-Call order must not change the verdict. Checked cheaply: when the compiled
-call passed, the same instance is then called eagerly and the compiled
-module called again (dynamo retraces, still fullgraph, if the eager call
-changed any state its guards depend on) and must still match; when it
-failed, the eager reference instance (already called) is compiled and must
-fail too. A different verdict fails the cell and the reason says so.
+Call order must not change the verdict, so the check also compiles *warm*:
+when the cold compile passed, the same instance is called eagerly and the
+compiled module called again (dynamo retraces, still fullgraph, if the eager
+call changed any state its guards depend on) and must still match; when it
+failed, the eager reference instance (already called) is traced once by
+dynamo without fullgraph (`dynamo.trace_breaks`): that one trace gives every
+graph-break site and the count, and no break means the warm compile passes
+(under a backend other than eager, confirmed by a fullgraph compile with it,
+which also compares its logits). A warm verdict that differs from the cold
+one fails the cell, and the reason says so.
 
-On a graph break the reason names the first break (what, and its
-transformers `file:line`), and `graph_breaks` counts all breaks of a
-non-fullgraph trace (dynamo's counters). That trace decides nothing and is
-often most of the cell's time: with `case.count_graph_breaks` false
-(``--no-graph-break-count``) it is not run and a failing cell has no
-`graph_breaks` metric. Metrics: `max_abs_diff`, `graph_breaks`,
-`first_break` (the first fullgraph failure, when there is one),
-`compile_seconds`.
+The fingerprint of a failure (`conformance.fingerprints`) is its kind (graph
+break, data-dependent guard, an exception of the model, numerical mismatch,
+call order), the cold failure's site (``module:qualname``), every graph-break
+site with its count and the total, and the cold and warm verdicts: what the
+gate compares, so a second graph break or a new failure site is a change even
+in a cell already known to fail.
+
+Metrics: `max_abs_diff`, `graph_breaks` (the total of the warm trace when it
+ran, 0 for a pass), `first_break` (the cold failure), `compile_seconds`.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 import torch
 
 from conformance.build.case import Case
 from conformance.checks.common.compare import logits_of, max_abs_diff
-from conformance.checks.common.dynamo import DynamoWatch, break_reason, count_graph_breaks
+from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import check
-from conformance.reasons import one_line
+from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
 
 
-def _compiled_verdict(compiled, inputs: dict, expected: torch.Tensor, tol: float, metrics: dict) -> str:
-    """'' when the compiled call runs and matches `expected`, else why not (one line)."""
+@dataclass
+class Attempt:
+    """One compiled call: '' when it ran and matched, else why not; the exception that decided, if one did."""
+
+    failure: str = ""
+    error: BaseException | None = None
+    numerical: bool = False
+
+    @property
+    def passed(self) -> bool:
+        return not self.failure
+
+
+def _attempt(compiled, inputs: dict, expected: torch.Tensor, tol: float, metrics: dict) -> Attempt:
     try:
         with torch.no_grad():
             actual = logits_of(compiled(**inputs))
     except Exception as exc:  # a graph break, or the model failed while traced
         reason = break_reason(exc)
         metrics.setdefault("first_break", reason)
-        return f"fullgraph compile failed: {reason}"
+        return Attempt(f"fullgraph compile failed: {reason}", exc)
+    return _compare(actual, expected, tol, metrics)
+
+
+def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: float, metrics: dict) -> Attempt:
     try:
         diff = max_abs_diff(actual, expected)
     except ContractViolation as exc:
-        return exc.reason
+        return Attempt(exc.reason, numerical=True)
     metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
     if not diff <= tol:
-        return f"compiled logits differ from eager by {diff:.3g} > {tol:g}"
-    return ""
+        return Attempt(f"compiled logits differ from eager by {diff:.3g} > {tol:g}", numerical=True)
+    return Attempt()
 
 
 @check("compile_prefill", column=20, observes=("_can_compile_fullgraph",))
 def check_compile_prefill(case: Case) -> dict:
-    metrics: dict = {"graph_breaks": 0}
+    metrics: dict = {}
     inputs = case.inputs()
     tol = case.tol()
 
@@ -67,39 +90,61 @@ def check_compile_prefill(case: Case) -> dict:
         with torch.no_grad():
             expected = logits_of(reference(**inputs))
         # The compile happens inside the first call; the reference forward above is eager.
-        verdict_first = _compiled_verdict(compiled_first, inputs, expected, tol, metrics)
+        cold = _attempt(compiled_first, inputs, expected, tol, metrics)
         metrics["compile_seconds"] = watch.compile_seconds
 
-    if not verdict_first:
+    sites: dict[str, int] | None = None
+    if cold.passed:
         with torch.no_grad():
             first(**inputs)  # an eager call on the compiled instance
-        verdict_after = _compiled_verdict(compiled_first, inputs, expected, tol, metrics)
+        warm = _attempt(compiled_first, inputs, expected, tol, metrics)
+        if warm.error is not None:  # it broke only once called eagerly: where else does it break?
+            sites = trace_breaks(first, **inputs).sites
     else:
-        torch._dynamo.reset()
-        verdict_after = _compiled_verdict(torch.compile(reference, fullgraph=True, backend=case.backend),
-                                          inputs, expected, tol, metrics)
-        if verdict_first.startswith("fullgraph compile failed"):
-            if case.count_graph_breaks:
-                _count_breaks(first, case.backend, inputs, metrics)
-            else:
-                del metrics["graph_breaks"]  # at least one; not counted
+        sites, warm = _warm(reference, case, inputs, expected, tol, metrics)
+    metrics["graph_breaks"] = sum(sites.values()) if sites is not None else 0
 
-    if verdict_first == verdict_after == "":
+    if cold.passed and warm.passed:
         return metrics
-    if bool(verdict_first) != bool(verdict_after):
+    fingerprint = _fingerprint(cold, warm, sites)
+    if cold.passed != warm.passed:
         raise ContractViolation(
             "call order changes the verdict: compiled before any eager call: "
-            f"{verdict_first or 'pass'}; compiled after an eager call: {verdict_after or 'pass'}", metrics)
-    raise ContractViolation(verdict_first, metrics)
+            f"{cold.failure or 'pass'}; compiled after an eager call: {warm.failure or 'pass'}", metrics, fingerprint)
+    raise ContractViolation(cold.failure, metrics, fingerprint)
 
 
-def _count_breaks(model: torch.nn.Module, backend: str, inputs: dict, metrics: dict) -> None:
-    """Record `graph_breaks` from a non-fullgraph trace (at least 1: fullgraph broke)."""
-    try:
-        with torch.no_grad():
-            count, _ = count_graph_breaks(model, backend, **inputs)
-    except Exception as exc:  # the non-fullgraph run failed for its own reasons
-        metrics["graph_breaks"] = 1
-        metrics["graph_break_count_error"] = one_line(exc, limit=160)
-        return
-    metrics["graph_breaks"] = max(count, 1)
+def _warm(reference, case: Case, inputs: dict, expected: torch.Tensor, tol: float,
+          metrics: dict) -> tuple[dict[str, int], Attempt]:
+    """The warm verdict of an eagerly-called instance, and its graph-break sites, from one dynamo trace."""
+    trace = trace_breaks(reference, **inputs)
+    if trace.error is not None:
+        return trace.sites, Attempt(f"compile failed: {break_reason(trace.error)}", trace.error)
+    if trace.sites:
+        first_site = next(iter(trace.sites))
+        return trace.sites, Attempt(f"fullgraph compile failed: {trace.breaks} graph break(s), e.g. {first_site}")
+    if case.backend == "eager":  # one graph, traced by dynamo alone: what the fullgraph compile runs
+        return trace.sites, _compare(logits_of(trace.output), expected, tol, metrics)
+    torch._dynamo.reset()
+    return trace.sites, _attempt(torch.compile(reference, fullgraph=True, backend=case.backend), inputs, expected,
+                                 tol, metrics)
+
+
+def _fingerprint(cold: Attempt, warm: Attempt, sites: dict[str, int] | None) -> Fingerprint:
+    failed = cold if not cold.passed else warm
+    if failed.error is not None:
+        kind = kind_of(failed.error)
+        kind = "graph_break" if kind == "unsupported" else kind
+        where, error = where_of(failed.error), type(failed.error).__name__
+        if sites is None or (not sites and not warm.passed):
+            sites = {break_site(failed.error): 1}
+    elif failed.numerical:
+        kind, where, error = "numerical_mismatch", "", ""
+    else:
+        kind, where, error = "graph_break", "", ""
+    what = mask(failed.failure) if kind == "numerical_mismatch" else ""
+    if cold.passed != warm.passed:
+        kind = "call_order"
+    return Fingerprint(kind, where=where, error=error, what=what, sites=dict(sites or {}),
+                       breaks=sum((sites or {}).values()), cold="pass" if cold.passed else "fail",
+                       warm="pass" if warm.passed else "fail")

@@ -89,7 +89,7 @@ def behave(case):
             raise RuntimeError("wrapped by the framework") from exc
     if name.startswith("Aborts"):
         os.abort()
-    return {"max_abs_diff": 0.0, "count_graph_breaks": case.count_graph_breaks}
+    return {"max_abs_diff": 0.0}
 
 
 def draws(case):

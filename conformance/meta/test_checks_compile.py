@@ -99,17 +99,12 @@ def test_prefill_fails_naming_the_graph_break():
     assert outcome.metrics["first_break"]
 
 
-def test_prefill_without_break_count_keeps_the_verdict_and_measures_nothing_it_skipped():
-    counted = run_check("compile_prefill", prefill_case(Breaks))
-    case = prefill_case(Breaks)
-    case.count_graph_breaks = False
-    uncounted = run_check("compile_prefill", case)
-    assert (uncounted.verdict, uncounted.reason) == (counted.verdict, counted.reason)
-    assert "graph_breaks" not in uncounted.metrics  # not measured, so not reported as 0
-    assert uncounted.metrics["first_break"] == counted.metrics["first_break"]
-    clean = prefill_case(Clean)
-    clean.count_graph_breaks = False
-    assert run_check("compile_prefill", clean).metrics["graph_breaks"] == 0  # a fullgraph pass is 0 breaks
+def test_prefill_counts_every_break_site_from_one_trace():
+    outcome = run_check("compile_prefill", prefill_case(Breaks))
+    fingerprint = outcome.fingerprint
+    assert fingerprint.kind == "graph_break" and fingerprint.where.endswith("test_checks_compile:Breaks.forward")
+    assert sum(fingerprint.sites.values()) == fingerprint.breaks == outcome.metrics["graph_breaks"] >= 1
+    assert all(site.endswith("@ conformance.meta.test_checks_compile:Breaks.forward") for site in fingerprint.sites)
 
 
 def test_prefill_fails_when_call_order_changes_the_verdict():
@@ -190,7 +185,10 @@ def test_decode_fails_naming_the_guard_on_recompiles():
     assert outcome.verdict == "fail"
     assert "recompiled after the first step" in outcome.reason
     assert "calls" in outcome.reason  # the guard on the attribute that changes every step
-    assert outcome.metrics["recompiles"] == 1
+    assert outcome.metrics["recompiles"] >= 3  # it changes every step: every decode step after the first recompiles
+    fingerprint = outcome.fingerprint
+    assert (fingerprint.kind, fingerprint.recompiles) == ("recompile", outcome.metrics["recompiles"])
+    assert "calls" in fingerprint.guard and ":" in fingerprint.guard.split(" @ ")[1]
 
 
 def test_decode_fails_when_the_cache_returns_wrong_values():

@@ -1,9 +1,10 @@
-"""Meta tests of conformance.gate.expectations: expectations validation, the ratchet, the update command.
+"""Meta tests of the gate: the expectations file format and its conditions, the update command, the real plugin.
 
-The two `pytester` tests run the real plugin on real tiny models (a few
-seconds each): one injects a regression and checks that exactly that cell
-turns red, the other lists cells as expected failures and checks xfail and
-xpass.
+The `pytester` tests run the real plugin on real tiny models (a few seconds
+each): one injects a regression and checks that exactly that cell turns red;
+another records the run's failures as expectations (with their
+fingerprints) and checks xfail and xpass on the next run. The ratchet's
+fingerprint comparisons on synthetic models are in test_fingerprints.py.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from conformance.fingerprints import Fingerprint
 from conformance.gate import expectations as gate
+from conformance.gate.update import update_expectations
 
 pytestmark = pytest.mark.meta
 pytest_plugins = ["pytester"]
@@ -32,7 +35,7 @@ link = "https://example.org/1"
 
 
 def parse(text: str) -> dict:
-    return gate.parse(text, Path("5.24.toml"), CLASSES)
+    return gate.parse(text, Path("5.24.toml"), CLASSES).cells
 
 
 def test_valid_file_parses_and_alias_maps_to_class():
@@ -54,6 +57,11 @@ def test_valid_file_parses_and_alias_maps_to_class():
     (GOOD.replace("link =", "lnk ="), "unknown field 'lnk'"),
     (GOOD.replace('"graph break"', "3"), "'reason' must be a string"),
     ("cells = []\n", "unknown top-level key 'cells'"),
+    ('[conditions]\ndevice = "tpu"\ngpu = "x"\n', "unknown condition 'gpu'"),
+    ('[conditions]\ndevice = 1\n', "condition 'device' must be a string or a list of strings"),
+    (GOOD + '[cell.fingerprint]\nwhere = "m:f"\n', "fingerprint: a fingerprint needs a `kind`"),
+    (GOOD + '[cell.fingerprint]\nkind = "oops"\n', "fingerprint: kind 'oops' is not one of"),
+    (GOOD + '[cell.fingerprint]\nkind = "graph_break"\nbreaks = "many"\n', "`breaks` is a whole number"),
 ])
 def test_bad_file_is_one_clear_line(text, message):
     with pytest.raises(gate.ExpectationsError) as info:
@@ -66,51 +74,81 @@ def test_missing_file_means_no_expectations(tmp_path):
     assert gate.load(tmp_path / "absent.toml") == {}
 
 
-EXPECTED = gate.Expectation("M", "build", "fail", "r")
+def test_a_file_without_conditions_was_measured_on_the_default_run(tmp_path):
+    path = tmp_path / "5.24.toml"
+    path.write_text(GOOD)
+    assert gate.read(path).conditions == {"device": "cpu", "dtype": "float32", "backend": "eager"}
 
 
-@pytest.mark.parametrize("raw, expectation, final", [
-    ("fail", None, "fail"), ("error", None, "error"), ("timeout", None, "timeout"),
-    ("pass", None, "pass"), ("skip", None, "skip"),
-    ("fail", EXPECTED, "xfail"), ("error", EXPECTED, "xfail"), ("timeout", EXPECTED, "xfail"),
-    ("pass", EXPECTED, "xpass"), ("skip", EXPECTED, "skip"),
-])
-def test_judge_is_the_ratchet(raw, expectation, final):
-    assert gate.judge(raw, expectation) == final
+def test_cell_conditions_narrow_the_file_and_lists_mean_any(tmp_path):
+    path = tmp_path / "5.24.toml"
+    path.write_text('[conditions]\ndevice = ["cpu", "cuda"]\ndtype = "float32"\n' + GOOD
+                    + GOOD.replace("compile_prefill", "build") + 'conditions = { backend = "inductor" }\n')
+    eager = gate.load_for_run(gate.run_conditions("cuda:1", "float32", "eager", "2.13.0"), path)
+    assert set(eager.cells) == {("LlavaForConditionalGeneration", "compile_prefill")}
+    inductor = gate.load_for_run(gate.run_conditions("cpu", "float32", "inductor", "2.13.0"), path)
+    assert len(inductor.cells) == 2 and inductor.sources[0].cells == 2
+    assert gate.load_for_run(gate.run_conditions("cpu", "bfloat16", "eager", "2.13.0"), path).cells == {}
 
 
-def cell(verdict: str, reason: str = "") -> dict:
-    return {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": {}, "nodeid": ""}
+def test_torch_condition_holds_for_any_patch_release():
+    run = gate.run_conditions("cpu", "float32", "eager", "2.13.0+cpu")
+    assert run["torch"] == "2.13" and gate.matches({"torch": "2.13"}, run) and not gate.matches({"torch": "2.14"}, run)
 
 
-def write_run(path: Path, cells: dict[str, dict[str, dict]], version: str = "5.24.0") -> Path:
+def test_dumps_parses_back_to_the_same_file(tmp_path):
+    from conformance.fingerprints import Fingerprint
+
+    fingerprint = Fingerprint("graph_break", where="m:A.f", error="Unsupported",
+                              sites={"Unsupported context manager @ m:A.f": 2, "x @ m:B.g": 1}, breaks=3,
+                              cold="fail", warm="fail")
+    file = gate.ExpectationsFile(tmp_path / "5.24.toml", {"device": "cpu", "backend": ["eager", "aot_eager"]}, {
+        ("A", "build"): gate.Expectation("A", "build", "fail", 'a "quoted" reason', "https://x/1", fingerprint,
+                                         {"dtype": "float32"})})
+    text = gate.dumps(file)
+    assert "[cell.fingerprint.sites]" in text
+    assert gate.parse(text, file.path, None) == file
+
+
+def cell(verdict: str, reason: str = "", **extra) -> dict:
+    return {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": {}, "nodeid": "", **extra}
+
+
+def write_run(path: Path, cells: dict[str, dict[str, dict]], version: str = "5.24.0", env: dict | None = None) -> Path:
     from conformance.meta.test_report import ENV
     from conformance.report.envelope import build_envelope
 
     records = [{"model": model, "check": check, **cell} for model, row in cells.items() for check, cell in row.items()]
-    envelope = build_envelope(records, {**ENV, "transformers": version}, sorted({r["check"] for r in records}), {})
+    environment = {**ENV, "transformers": version, **(env or {})}
+    envelope = build_envelope(records, environment, sorted({r["check"] for r in records}), {})
     path.write_text(json.dumps(envelope))
     return path
 
 
+FP = {"kind": "exception", "error": "ValueError", "where": "m:f"}
+
+
 def test_update_keeps_reasons_adds_new_removes_passing(tmp_path):
     file = tmp_path / "5.24.toml"
-    file.write_text(gate.dumps({
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
         ("A", "build"): gate.Expectation("A", "build", "fail", "hand-written reason", "https://x/1"),
         ("A", "compile_prefill"): gate.Expectation("A", "compile_prefill", "fail", "fixed upstream"),
         ("Z", "export_forward"): gate.Expectation("Z", "export_forward", "timeout", "not in this run"),
-    }))
+    })))
     run = write_run(tmp_path / "run.json", {
-        "B": {"build": cell("fail", "logits are\nnot finite"), "compile_decode": cell("pass")},
-        "A": {"build": cell("xfail", "observed text"), "compile_prefill": cell("pass"),
-              "static_cache": cell("timeout", "ran past 300 s")},
+        "B": {"build": cell("fail", "logits are\nnot finite", fingerprint=FP), "compile_decode": cell("pass")},
+        "A": {"build": cell("fail", "observed text", fingerprint=FP, observed="fail"),
+              "compile_prefill": cell("pass"),
+              "static_cache": cell("timeout", "ran past 300 s", fingerprint={"kind": "timeout"})},
     })
-    assert gate.update_expectations(run, file) == file
-    found = gate.parse(file.read_text(), file, None)
+    assert update_expectations(run, file) == file
+    found = gate.read(file).cells
+    fp = Fingerprint.from_data(FP)
     assert found == {
-        ("A", "build"): gate.Expectation("A", "build", "fail", "hand-written reason", "https://x/1"),
-        ("A", "static_cache"): gate.Expectation("A", "static_cache", "timeout", "ran past 300 s"),
-        ("B", "build"): gate.Expectation("B", "build", "fail", "logits are not finite"),
+        ("A", "build"): gate.Expectation("A", "build", "fail", "hand-written reason", "https://x/1", fp),
+        ("A", "static_cache"): gate.Expectation("A", "static_cache", "timeout", "ran past 300 s",
+                                                fingerprint=Fingerprint("timeout")),
+        ("B", "build"): gate.Expectation("B", "build", "fail", "logits are not finite", fingerprint=fp),
         ("Z", "export_forward"): gate.Expectation("Z", "export_forward", "timeout", "not in this run"),
     }
     text = file.read_text()
@@ -119,38 +157,58 @@ def test_update_keeps_reasons_adds_new_removes_passing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5.24.toml", "run.json"]  # no temporary left
 
 
-def test_update_lists_the_observed_verdict_of_an_xfail_cell(tmp_path):
-    """An xfail cell lists its raw verdict (`observed`); a run file without it falls back to the verdict
-    listed before, or for a new entry to the run's `expected`, else fail."""
+def test_update_records_the_raw_verdict_behind_the_gate(tmp_path):
+    run = write_run(tmp_path / "run.json", {"A": {
+        "build": cell("xfail", "r", fingerprint={"kind": "timeout"}, observed="timeout"),
+        "compile_prefill": cell("xpass", "improved", fingerprint=FP, observed="fail"),
+        "compile_decode": cell("xpass", "passes", observed="pass")}})
+    found = gate.read(update_expectations(run, tmp_path / "e.toml")).cells
+    assert {k: e.verdict for k, e in found.items()} == {("A", "build"): "timeout", ("A", "compile_prefill"): "fail"}
+
+
+def test_update_of_an_older_run_file_falls_back_to_the_listed_verdict(tmp_path):
+    """A run file without `observed`: an xfail cell keeps the verdict listed before, or for a new entry the
+    run's `expected`, else fail."""
     file = tmp_path / "5.24.toml"
-    file.write_text(gate.dumps({("A", "build"): gate.Expectation("A", "build", "fail", "kept reason", "https://x/1")}))
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
+        ("A", "build"): gate.Expectation("A", "build", "timeout", "kept reason", "https://x/1")})))
     run = write_run(tmp_path / "run.json", {
-        "A": {"build": {**cell("xfail", "r"), "expected": "fail", "observed": "error"}},
-        "B": {"build": {**cell("xfail", "gone past"), "expected": "fail", "observed": "timeout"},
-              "static_cache": {**cell("xfail", "old run"), "expected": "error"},
-              "legacy_cache": cell("xfail", "older run")},
-    })
-    found = gate.parse(gate.update_expectations(run, file).read_text(), file, None)
-    assert found == {
-        ("A", "build"): gate.Expectation("A", "build", "error", "kept reason", "https://x/1"),
-        ("B", "build"): gate.Expectation("B", "build", "timeout", "gone past"),
-        ("B", "legacy_cache"): gate.Expectation("B", "legacy_cache", "fail", "older run"),
-        ("B", "static_cache"): gate.Expectation("B", "static_cache", "error", "old run"),
-    }
+        "A": {"build": cell("xfail", "r")},
+        "B": {"static_cache": {**cell("xfail", "old run"), "expected": "error"},
+              "legacy_cache": cell("xfail", "older run")}})
+    found = gate.read(update_expectations(run, file)).cells
+    assert {k: (e.verdict, e.reason) for k, e in found.items()} == {
+        ("A", "build"): ("timeout", "kept reason"),
+        ("B", "legacy_cache"): ("fail", "older run"),
+        ("B", "static_cache"): ("error", "old run")}
 
 
 def test_update_is_idempotent(tmp_path):
-    run = write_run(tmp_path / "run.json", {"A": {"build": cell("error", "no get_image_features")}})
-    file = gate.update_expectations(run, tmp_path / "e.toml")
+    run = write_run(tmp_path / "run.json", {"A": {"build": cell("error", "no get_image_features", fingerprint=FP)}})
+    file = update_expectations(run, tmp_path / "e.toml")
     first = file.read_text()
-    gate.update_expectations(run, file)
+    update_expectations(run, file)
     assert file.read_text() == first
 
 
-def test_update_without_path_uses_the_run_version(tmp_path, monkeypatch):
+def test_update_without_path_uses_the_run_version_and_conditions(tmp_path, monkeypatch):
     monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path / "expectations")
-    run = write_run(tmp_path / "run.json", {"A": {"build": cell("fail", "x")}}, version="4.57.6")
-    assert gate.update_expectations(run) == tmp_path / "expectations" / "4.57.toml"
+    run = write_run(tmp_path / "run.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}}, version="4.57.6")
+    assert update_expectations(run) == tmp_path / "expectations" / "4.57.toml"
+    cuda = write_run(tmp_path / "cuda.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}},
+                     env={"device": "cuda", "dtype": "bfloat16", "backend": "inductor"})
+    written = update_expectations(cuda)
+    assert written.name == "5.24-cuda-bfloat16-inductor.toml"
+    assert gate.read(written).conditions == {"device": "cuda", "dtype": "bfloat16", "backend": "inductor"}
+
+
+def test_update_refuses_a_file_of_other_conditions(tmp_path):
+    file = tmp_path / "5.24.toml"
+    file.write_text(GOOD)  # cpu, float32, eager
+    cuda = write_run(tmp_path / "cuda.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}},
+                     env={"device": "cuda", "dtype": "bfloat16", "backend": "eager"})
+    with pytest.raises(gate.ExpectationsError, match="measured under .* but the run was"):
+        update_expectations(cuda, file)
 
 
 @pytest.mark.parametrize("content, message", [(None, "no such file"), ("{", "not valid JSON"),
@@ -160,7 +218,7 @@ def test_update_from_bad_run_is_one_clear_line(tmp_path, content, message):
     if content is not None:
         run.write_text(content)
     with pytest.raises(gate.ExpectationsError, match=message):
-        gate.update_expectations(run, tmp_path / "e.toml")
+        update_expectations(run, tmp_path / "e.toml")
 
 
 # --- the real plugin on real tiny models ------------------------------------------------------
@@ -225,16 +283,18 @@ def gate_run(preloaded, pytester):
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_build=TEST_BUILD)
 
+    out = pytester.path / "matrix.json"
+
     def run(expectations: str):
         exp = pytester.path / "expectations.toml"
         exp.write_text(expectations)
-        out = pytester.path / "matrix.json"
         result = pytester.runpytest_inprocess(
             "-p", "no:cacheprovider", "-p", "no:randomly", "--models", f"{REGRESSED},{HEALTHY}",
             "--checks", "build", "--expectations", str(exp), "--matrix-out", str(out))
         verdicts = {m: row["cells"]["build"]["verdict"] for m, row in json.loads(out.read_text())["models"].items()}
         return result, verdicts
 
+    run.out = out
     return run
 
 
@@ -246,15 +306,23 @@ def test_injected_regression_turns_exactly_that_cell_red(gate_run):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
 
 
-def test_listed_failure_is_xfail_and_listed_pass_is_xpass_that_fails_the_run(gate_run):
-    listed = "".join(
-        f'[[cell]]\nmodel = "{model}"\ncheck = "build"\nverdict = "fail"\nreason = "known"\n\n'
-        for model in (REGRESSED, HEALTHY))
+def test_recorded_failure_is_xfail_and_listed_pass_is_xpass_that_fails_the_run(gate_run, tmp_path):
+    """Record the first run's failure with `expectations --update`, list the healthy cell by hand: xfail, xpass."""
+    gate_run("")
+    recorded = update_expectations(gate_run.out, tmp_path / "recorded.toml")
+    listed = recorded.read_text() + f'\n[[cell]]\nmodel = "{HEALTHY}"\ncheck = "build"\nverdict = "fail"\nreason = "x"\n'
+    assert 'kind = "contract"' in listed and 'what = "eager prefill logits are not finite"' in listed
     result, verdicts = gate_run(listed)
     assert verdicts == {REGRESSED: "xfail", HEALTHY: "xpass"}
     result.assert_outcomes(xfailed=1, failed=1)
-    result.stdout.fnmatch_lines([f"*XPASS {HEALTHY} / build*remove this expectation*"])
+    result.stdout.fnmatch_lines([f"*XPASS {HEALTHY} / build*remove the expectation*"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+def test_a_listed_failure_without_a_fingerprint_accepts_nothing(gate_run):
+    result, verdicts = gate_run(f'[[cell]]\nmodel = "{REGRESSED}"\ncheck = "build"\nverdict = "fail"\nreason = "x"\n')
+    assert verdicts[REGRESSED] == "fail"
+    result.stdout.fnmatch_lines([f"*FAIL {REGRESSED} / build: listed without a fingerprint*"])
 
 
 @pytest.mark.parametrize("version, expected", [
@@ -263,6 +331,13 @@ def test_listed_failure_is_xfail_and_listed_pass_is_xpass_that_fails_the_run(gat
 ])
 def test_default_path_falls_back_to_the_newest_older_release(tmp_path, monkeypatch, version, expected):
     monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path)
-    for name in ("4.57.toml", "5.9.toml", "5.23.toml", "5.24.toml"):
+    for name in ("4.57.toml", "5.9.toml", "5.23.toml", "5.24.toml", "5.24-cuda-bfloat16-inductor.toml"):
         (tmp_path / name).write_text("")
     assert gate.default_path(version).name == expected
+
+
+def test_every_file_of_a_release_is_considered(tmp_path, monkeypatch):
+    monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path)
+    for name in ("5.23.toml", "5.24.toml", "5.24-cuda-bfloat16-inductor.toml"):
+        (tmp_path / name).write_text("")
+    assert [p.name for p in gate.files_for("5.25.0.dev0")] == ["5.24-cuda-bfloat16-inductor.toml", "5.24.toml"]

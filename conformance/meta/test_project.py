@@ -88,12 +88,11 @@ def test_longest_classes_run_first():
     assert shard.longest_first(["A", "B", "C", "B", "D"], {"A": 1.0, "B": 9.0, "C": 5.0}) == ["B", "C", "D", "A"]
 
 
-def test_estimates_leave_out_the_graph_break_count_when_it_is_not_run():
+def test_estimates_are_the_seconds_of_a_class_cells():
     envelope = {"models": {"M": {"cells": {
         "compile_prefill": {"seconds": 9.0, "metrics": {"graph_breaks": 12, "compile_seconds": 0.5}},
         "export_forward": {"seconds": 2.0, "metrics": {}}}}}}
-    assert shard.estimates(envelope, count_graph_breaks=True) == {"M": 11.0}
-    assert shard.estimates(envelope, count_graph_breaks=False) == {"M": 3.0}
+    assert shard.estimates(envelope) == {"M": 11.0}
 
 
 def test_plan_takes_the_fewest_shards_that_fit_the_budget(monkeypatch):

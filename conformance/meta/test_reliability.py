@@ -289,7 +289,8 @@ def _wait_for(predicate, process: subprocess.Popen, seconds: float = 120) -> Non
 # Limits for the fake runs: the fake cells themselves take about a second on a busy 2-core machine.
 LIMIT, GRACE = "6", "2"
 EXPECTED_CRASH = '[[cell]]\nmodel = "AbortsForConditionalGeneration"\ncheck = "compile_prefill"\n' \
-                 'verdict = "error"\nreason = "known to crash"\n'
+                 'verdict = "error"\nreason = "known to crash"\n[cell.fingerprint]\nkind = "crash"\n' \
+                 'what = "Fatal Python error: Aborted (in conftest.py:#, behave)"\n'
 
 
 def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_project):

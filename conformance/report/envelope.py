@@ -36,6 +36,9 @@ ENV_FIELDS = ("python", "torch", "transformers", "device", "device_name", "dtype
 # What must agree for shards to be one run. device_name and any extra fields
 # (e.g. a worker's peak memory) may differ between shard machines.
 ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
+# Cell fields a record carries where they apply: the listed verdict of a cell the expectations list, the raw
+# verdict when the gate changed it, why a listed cell is not xfail, what failed and where.
+CELL_EXTRAS = ("expected", "observed", "gate", "fingerprint")
 # Name of an optional file in a parts directory holding the run's environment.
 PARTS_ENVIRONMENT = "environment.json"
 
@@ -121,9 +124,9 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
             "metrics": record.get("metrics", {}),
             "nodeid": record.get("nodeid", ""),
         }
-        for key in ("expected", "observed"):  # of an xfail/xpass cell: the listed verdict, the raw one
-            if record.get(key):
-                row["cells"][record["check"]][key] = record[key]
+        for name in CELL_EXTRAS:  # present only where they apply
+            if record.get(name):
+                row["cells"][record["check"]][name] = record[name]
     rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,

@@ -106,7 +106,7 @@ def summary_html(envelope: dict) -> str:
     rows = []
     for check_id, t in summary.tally(envelope).items():
         detail = ", ".join(f"{n} {v}" for v, n in t.new_by_verdict.items())
-        rows.append(f"<tr><th>{_e(check_id)}</th><td>{_e(render.pass_rate(envelope['summary'].get(check_id, {})))}"
+        rows.append(f"<tr><th>{_e(check_id)}</th><td>{_e(render.pass_rate(render.column(envelope, check_id)))}"
                     f'</td><td class="pass">{t.passed}</td><td class="xfail">{t.known}</td>'
                     f'<td class="{"fail" if t.new else ""}" title="{_e(detail)}">{t.new}</td>'
                     f'<td class="skip">{t.not_applicable}</td></tr>')

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from conformance.verdicts import PASSING, VERDICTS
+from conformance.verdicts import VERDICTS, passed
 
 START_MARKER = "<!-- matrix:start -->"
 END_MARKER = "<!-- matrix:end -->"
@@ -38,8 +38,8 @@ SYMBOLS = {
 MEANINGS = {
     "pass": "pass",
     "fail": "fail",
-    "xfail": "known failure (listed in fixtures/expectations)",
-    "xpass": "passes but listed as failing (remove the expectation)",
+    "xfail": "known failure (listed in fixtures/expectations with this failure's fingerprint)",
+    "xpass": "better than listed: passes, or fails with fewer graph breaks or recompiles (update the expectation)",
     "skip": "does not apply",
     "error": "harness could not build the tiny model or inputs",
     "timeout": "ran past its time limit",
@@ -52,19 +52,24 @@ FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (err
 
 REASON_LIMIT = 1000
 TABLE_REASON_LIMIT = 300
-PASS_RATE_NOTE = "Pass rate: (pass + xpass) / (all cells − skip), rounded down."
+PASS_RATE_NOTE = "Pass rate: cells whose check passed (pass, or xpass of a pass) / (all cells − skip), rounded down."
 
 
 # --------------------------------------------------------------------------- small pieces
 
 
-def pass_rate(counts: dict[str, int]) -> str:
-    """`93% (80/86)`: (pass + xpass) over the cells that apply (all but skip), floored."""
-    passed = sum(counts.get(v, 0) for v in PASSING)
-    applicable = sum(n for v, n in counts.items() if v != "skip")
+def pass_rate(cells: list[dict]) -> str:
+    """`93% (80/86)`: the cells whose check passed (`verdicts.passed`) over those that apply (all but skip)."""
+    applicable = [cell for cell in cells if cell["verdict"] != "skip"]
     if not applicable:
         return "n/a (0/0)"
-    return f"{100 * passed // applicable}% ({passed}/{applicable})"
+    count = sum(passed(cell) for cell in applicable)
+    return f"{100 * count // len(applicable)}% ({count}/{len(applicable)})"
+
+
+def column(envelope: dict, check_id: str) -> list[dict]:
+    """The cells of one check, over every class that has it."""
+    return [row["cells"][check_id] for row in envelope["models"].values() if check_id in row["cells"]]
 
 
 def code(text: str, table: bool = False) -> str:
@@ -125,7 +130,7 @@ def summary_section(envelope: dict) -> list[str]:
     rows = []
     for check_id in checks:
         counts = summary.get(check_id, {})
-        rows.append([f"`{check_id}`", pass_rate(counts)] + [str(counts.get(v, 0)) for v in VERDICTS])
+        rows.append([f"`{check_id}`", pass_rate(column(envelope, check_id))] + [str(counts.get(v, 0)) for v in VERDICTS])
     return _table(["check", "pass rate"] + [SYMBOLS[v] for v in VERDICTS], rows, ["l", "r"] + ["r"] * len(VERDICTS))
 
 
@@ -176,7 +181,7 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
     """(declared but not observed, observed but not declared), by class.
 
     A true flag disagrees when any observing check fails (fail, xfail,
-    timeout). A false flag disagrees ("could be flipped") when every
+    timeout, or an xpass that failed with fewer breaks than listed). A false flag disagrees ("could be flipped") when every
     observing check that ran and applies passed, at least one of them.
     """
     overclaimed, underclaimed = [], []
@@ -189,12 +194,13 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
             if not cells:
                 continue
             observed = {c: cell["verdict"] for c, cell in cells.items()}
-            verdicts = list(observed.values())
             if declared[flag]:
-                failing = [(c, cell.get("reason", "")) for c, cell in cells.items() if cell["verdict"] in FAILING]
+                failing = [(c, cell.get("reason", "")) for c, cell in cells.items()
+                           if cell["verdict"] in FAILING or (cell["verdict"] == "xpass" and not passed(cell))]
                 if failing:
                     overclaimed.append(Disagreement(name, flag, declared[flag], observed, failing[0]))
-            elif any(v in PASSING for v in verdicts) and all(v in PASSING or v == "skip" for v in verdicts):
+            elif any(passed(c) for c in cells.values()) and all(passed(c) or c["verdict"] == "skip"
+                                                              for c in cells.values()):
                 underclaimed.append(Disagreement(name, flag, declared[flag], observed, None))
     return overclaimed, underclaimed
 
@@ -233,7 +239,7 @@ def declared_section(envelope: dict) -> list[str]:
 
 FAILURE_GROUPS = (
     (("fail", "timeout"), "Failures"),
-    (("xpass",), "Stale expectations (passing, but listed as failing)"),
+    (("xpass",), "Stale expectations (passing, or failing less than listed)"),
     (("error",), "Harness errors (the suite could not set the cell up)"),
     (("xfail",), "Known failures (listed in fixtures/expectations)"),
 )
@@ -250,7 +256,10 @@ def failures_section(envelope: dict) -> list[str]:
             by_reason: dict[tuple[str, str], list[str]] = {}
             for check_id, cell in sorted(row["cells"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
                 if cell["verdict"] in verdicts:
-                    by_reason.setdefault((cell["verdict"], cell.get("reason", "")), []).append(check_id)
+                    reason = cell.get("reason", "")
+                    if cell.get("gate"):  # a listed cell that is not xfail: why, then what was observed
+                        reason = f"{cell['gate']} | observed: {reason}"
+                    by_reason.setdefault((cell["verdict"], reason), []).append(check_id)
             for (verdict, reason), ids in by_reason.items():
                 where = ", ".join(f"`{c}`" for c in ids)
                 found.append(f"- {SYMBOLS[verdict]} {name} / {where}: {code(reason) or '(no reason recorded)'}")
@@ -280,7 +289,7 @@ def coverage_status(row: dict) -> tuple[str, str]:
     build = cells.get("build")
     if build is not None:
         verdict = build["verdict"]
-        if verdict in PASSING:
+        if passed(build):
             return "built", ""
         if verdict == "skip":  # not a standalone model (conformance.discover.not_standalone): no check applies
             return "does not apply", build.get("reason", "")

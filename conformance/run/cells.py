@@ -32,7 +32,6 @@ from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome, run_check
 from conformance.checks.common.registry import load_all
 from conformance.run import isolation
-from conformance.run.records import gated
 from conformance.run.session import BuildError, BuildTimedOut, session_of
 
 CELL_KEY = pytest.StashKey[dict]()
@@ -108,32 +107,33 @@ def model_case(request, model_name) -> Case:
                           f"building the tiny model and inputs {deadline.reason()}",
                           {"seconds": round(deadline.elapsed, 3)})
     except BuildError as exc:
-        outcome = Outcome("error", f"{BUILD_FAILED}: {exc}")
+        outcome = Outcome("error", f"{BUILD_FAILED}: {exc}", fingerprint=exc.fingerprint)
     except RowVerdict as exc:
-        outcome = Outcome(*exc.cell(check_id))
+        outcome = Outcome(*exc.cell(check_id), fingerprint=exc.fingerprint(check_id))
     finish(request.node, model_name, check_id, outcome, session)
 
 
 def finish(node, model: str, check_id: str, outcome: Outcome, session, case=None):
     """Apply the gate to a raw outcome, record the cell, and end the test accordingly."""
     deadline_of(node).stop()  # the cell has its verdict: what pytest does next is not the cell's time
-    verdict, expectation = gated(outcome.verdict, session.expectations, model, check_id)
     tiny = None
     if case is not None and check_id == "build":
         tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
                 "strategy": case.sample.strategy}
-    expected = expectation.verdict if expectation is not None and verdict in ("xfail", "xpass") else ""
-    node.stash[CELL_KEY] = session.write(node.nodeid, model, check_id, outcome, verdict, tiny, expected)
+    record = node.stash[CELL_KEY] = session.record(node.nodeid, model, check_id, outcome, tiny)
+    verdict, note = record["verdict"], record.get("gate", "")
     if verdict == "pass":
         return
     if verdict == "skip":
         pytest.skip(outcome.reason)
+    expectation = session.expectations.get((model, check_id))
     if verdict == "xfail":
         pytest.xfail(f"{expectation.reason} | observed: {outcome.reason}")
     if verdict == "xpass":
-        pytest.fail(f"XPASS {model} / {check_id}: expected to {expectation.verdict} ({expectation.reason}) "
-                    f"but passed; remove this expectation from {session.expectations_file}", pytrace=False)
-    pytest.fail(f"{verdict.upper()} {model} / {check_id}: {outcome.reason}", pytrace=False)
+        pytest.fail(f"XPASS {model} / {check_id}: listed as {expectation.verdict} ({expectation.reason}): {note} "
+                    f"(in {', '.join(s['file'] for s in session.expectations_applied())})", pytrace=False)
+    prefix = f"{note} | observed: " if note else ""
+    pytest.fail(f"{verdict.upper()} {model} / {check_id}: {prefix}{outcome.reason}", pytrace=False)
 
 
 def run_cell(check_id: str, case: Case, request) -> None:

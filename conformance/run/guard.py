@@ -26,9 +26,10 @@ from pathlib import Path
 import pytest
 
 from conformance.checks.common.outcome import Outcome
+from conformance.fingerprints import Fingerprint, mask
 from conformance.run import isolation
 from conformance.run.cells import CELL_KEY, DEADLINE_KEY, cell_of
-from conformance.run.records import find_record, gated, plain_nodeid
+from conformance.run.records import find_record, plain_nodeid
 
 HARNESS_FAILURE_KEY = pytest.StashKey[str]()
 
@@ -86,8 +87,7 @@ class GuardHooks:
         """The safety net: a cell that ended without a verdict (a fixture error, a test that did not record)."""
         what = item.stash.get(HARNESS_FAILURE_KEY, "the test ended without recording a verdict (run_cell not called)")
         outcome = Outcome("error", f"harness error in {what}")
-        verdict, _ = gated("error", self.session.expectations, model, check_id)
-        item.stash[CELL_KEY] = self.session.write(item.nodeid, model, check_id, outcome, verdict)
+        item.stash[CELL_KEY] = self.session.record(item.nodeid, model, check_id, outcome)
 
     def _hard_timeout(self, item, model: str, check_id: str, deadline) -> None:
         """In the watchdog thread: the cell ignored its soft limit; record it before the process ends."""
@@ -95,8 +95,7 @@ class GuardHooks:
         reason = (f"{deadline.reason()} and did not stop within {state.grace:g} s more; "
                   f"the process running it ({state.worker}) was ended")
         outcome = Outcome("timeout", reason, {"seconds": round(deadline.elapsed, 3)})
-        verdict, _ = gated("timeout", state.expectations, model, check_id)
-        state.write(item.nodeid, model, check_id, outcome, verdict)
+        state.record(item.nodeid, model, check_id, outcome)
         if state.building == model:
             state.parts.add_build_failure(model, "timeout", reason)
         message = f"\nconformance: {item.nodeid}: {reason}.\n"
@@ -126,13 +125,14 @@ class GuardHooks:
                 outcome = Outcome("timeout", f"ran past the cell time limit of {state.cell_timeout:g} s; "
                                   f"worker {worker} ended ({isolation.crash_summary(dump)})")
             else:
-                outcome = Outcome("error", f"worker crashed: {isolation.crash_summary(dump)}")
+                summary = isolation.crash_summary(dump)
+                outcome = Outcome("error", f"worker crashed: {summary}",
+                                  fingerprint=Fingerprint("crash", what=mask(summary)))
             if note.get("building"):
                 state.parts.add_build_failure(model, outcome.verdict, outcome.reason)
                 outcome.reason = f"building the tiny model and inputs: {outcome.reason}"
             outcome.metrics["seconds"] = round(time.time() - note.get("started", time.time()), 3)
-            verdict, _ = gated(outcome.verdict, state.expectations, model, check_id)
-            record = state.write(crashitem, model, check_id, outcome, verdict)
+            record = state.record(crashitem, model, check_id, outcome)
         line = f"{record['verdict'].upper()} {model} / {check_id}: {record['reason']}"
         try:
             details = dump.read_text(errors="replace").strip()

@@ -12,10 +12,11 @@ Contracts (the hooks of `LifecycleHooks`):
   once, the full Markdown matrix and the HTML page beside it
   (`report.pages`), adds the envelope under ``conformance`` to
   pytest-json-report's file when that plugin is active, and clears the parts;
-* the terminal header says what a selection or shard option chose; the
-  terminal ends with the run's short summary (`report.summary`: counts per
-  check, regressions and stale expectations by name, the files written),
-  after pytest's own summary lines.
+* the terminal header says which expectations files apply under which
+  conditions (the envelope's `environment.expectations` too) and what a
+  selection or shard option chose; the terminal ends with the run's short
+  summary (`report.summary`: counts per check, regressions and stale
+  expectations by name, the files written), after pytest's own summary lines.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 
 import pytest
 
+from conformance import locations
 from conformance.report import envelope as report
 from conformance.report import io, pages, summary
 from conformance.run import isolation, shards
@@ -62,9 +64,28 @@ class LifecycleHooks:
         gc.freeze()
 
     def pytest_report_header(self, config):
-        """What a selection or shard option chose, before anything runs (no line without one)."""
+        """Which expectations apply under which conditions; what a selection or shard option chose."""
+        state = self.session
+        if state.is_worker:
+            return None
+        lines = [self._expectations_line()]
+        selection = self._selection_line(config)
+        return lines + ([selection] if selection else [])
+
+    def _expectations_line(self) -> str:
+        state = self.session
+        run = ", ".join(f"{k} {v}" for k, v in state.conditions.items())
+        applied = state.applied.sources if state.applied is not None else ()
+        if not applied:
+            looked = ", ".join(locations.shown(p) for p in state.applied.considered) if state.applied else ""
+            return (f"conformance: no expectations apply to this run ({run})" +
+                    (f"; looked in {looked}" if looked else "") + ": every failing cell is red")
+        return f"conformance: expectations for this run ({run}): " + "; ".join(s.describe() for s in applied)
+
+    def _selection_line(self, config) -> str | None:
+        """What a selection or shard option chose, before anything runs (none without one)."""
         state, option = self.session, config.getoption
-        if state.is_worker or not (state.has_selection() or option("shard")):
+        if not (state.has_selection() or option("shard")):
             return None
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"

@@ -38,9 +38,6 @@ def add_options(parser) -> None:
     group.addoption("--changed-files", nargs="+", default=[], help="run only classes impacted by these transformers files")
     group.addoption("--since", default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")
     group.addoption("--transformers-repo", default="", help="a transformers checkout, for --since")
-    group.addoption("--no-graph-break-count", action="store_true",
-                    help="skip the trace that only counts a failing compile's graph breaks (verdicts unchanged; "
-                         "for the PR gate: about half its time)")
     group.addoption("--cell-timeout", type=float, default=300.0, help="seconds before a cell becomes `timeout`")
     group.addoption("--cell-timeout-grace", type=float, default=DEFAULT_GRACE,
                     help="seconds after --cell-timeout before a cell that ignores it ends its worker process")
@@ -103,20 +100,15 @@ def check_backend(value: str) -> None:
                          "(any name in torch._dynamo.list_backends(exclude_tags=()) works)")
 
 
-def load_expectations(value: str, source) -> tuple[Path, dict]:
-    """The expectations file (--expectations, else gate's default) and its validated cells."""
-    path = Path(value) if value else gate.default_path()
-    if not path.exists():
-        if value:
-            raise UsageError(f"--expectations: {path} does not exist; pass an existing TOML file "
-                             "or leave the option out for the default")
-        return path, {}
+def load_expectations(value: str, source, run: dict):
+    """The expectations that apply to a run with conditions `run` (`gate.expectations.Applied`), from
+    --expectations or the installed version's files."""
+    path = Path(value) if value else None
+    if path is not None and not path.exists():
+        raise UsageError(f"--expectations: {path} does not exist; pass an existing TOML file "
+                         "or leave the option out for the default")
     try:
-        text = path.read_text()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--expectations: cannot read {path} ({exc}); pass a readable TOML file") from None
-    try:
-        return path, gate.parse(text, path, source.index())
+        return gate.load_for_run(run, path, classes=source.index())
     except gate.ExpectationsError as exc:
         raise UsageError(str(exc)) from None
 

@@ -1,11 +1,10 @@
 """Cell records: what one finished cell writes to its process's part file.
 
 Contract: `make_record(...)` is the JSON-lines record `report.build_envelope`
-reads (model, check, verdict, reason, seconds, metrics, nodeid, optional
-tiny; on a cell the gate changed, `expected`, the listed verdict, and
-`observed`, the raw one) plus `process`: which process ran it and that process's peak memory
-so far (the envelope's environment reports the maximum). `gated(outcome,
-expectations, model, check)` applies the expectations (gate.judge).
+reads (model, check, verdict, reason, seconds, metrics, nodeid, and where
+they apply tiny, expected, observed, gate, fingerprint) plus `process`:
+which process ran it and that process's peak memory so far (the envelope's
+environment reports the maximum).
 `find_record(path, nodeid)` is the last record a part file holds for a
 node id (None when the cell never finished there); records hold node ids
 without loadgroup's ``@group`` suffix (`plain_nodeid`), so that
@@ -18,7 +17,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance.gate import expectations as gate
 from conformance.report import envelope as report
 from conformance.report import io
 from conformance.run.isolation import peak_rss_mib
@@ -84,15 +82,12 @@ class PartsDir:
         return sum(p.suffix == ".jsonl" for p in files)
 
 
-def gated(verdict: str, expectations: dict, model: str, check: str) -> tuple[str, gate.Expectation | None]:
-    expectation = expectations.get((model, check))
-    return gate.judge(verdict, expectation), expectation
-
-
 def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: float, metrics: dict,
-                nodeid: str, process: str, tiny: dict | None = None, expected: str = "", observed: str = "") -> dict:
-    """One cell's record; `expected` is the listed verdict of an xfail/xpass cell (fail, error, timeout),
-    `observed` the raw verdict the gate turned into xfail/xpass (what the check itself said)."""
+                nodeid: str, process: str, tiny: dict | None = None, expected: str = "", observed: str = "",
+                gate: str = "", fingerprint: dict | None = None) -> dict:
+    """One cell's record. `expected` is the listed verdict of a cell the expectations list (fail, error,
+    timeout); `observed` the raw verdict when the gate changed it (xfail, xpass); `gate` why a listed cell
+    is not xfail; `fingerprint` what failed and where (`conformance.fingerprints`)."""
     record = {
         "model": model,
         "check": check,
@@ -103,12 +98,10 @@ def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: f
         "nodeid": plain_nodeid(nodeid),
         "process": {"id": process, "peak_rss_mib": peak_rss_mib()},
     }
-    if tiny is not None:
-        record["tiny"] = tiny
-    if expected:
-        record["expected"] = expected
-    if observed:
-        record["observed"] = observed
+    for name, value in (("tiny", tiny), ("expected", expected), ("observed", observed), ("gate", gate),
+                        ("fingerprint", fingerprint)):
+        if value:
+            record[name] = value
     return record
 
 

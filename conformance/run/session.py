@@ -20,22 +20,38 @@ from pathlib import Path
 
 import pytest
 
+from conformance import locations
 from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome
 from conformance.checks.common.registry import check_ids, describe
+from conformance.fingerprints import Fingerprint, mask, of_exception
+from conformance.gate.expectations import run_conditions
+from conformance.gate.ratchet import judge
 from conformance.reasons import one_line
 from conformance.report import envelope as report
 from conformance.report import io
 from conformance.run import isolation, options, shards
 from conformance.run.records import PartsDir, make_record, peak_memory
+from conformance.verdicts import FAILING
 
 SESSION_KEY = pytest.StashKey["Session"]()
 SELECTED_KEY = "conformance_selected"  # workerinput key: the class names the controller selected
 
 
 class BuildError(RuntimeError):
-    """The harness could not set up the tiny model or its inputs."""
+    """The harness could not set up the tiny model or its inputs; `fingerprint` says what failed where."""
+
+    def __init__(self, message: str, fingerprint: Fingerprint | None = None):
+        super().__init__(message)
+        self.fingerprint = fingerprint
+
+
+def harness_fingerprint(outcome: Outcome) -> Fingerprint:
+    """The fingerprint of a cell the harness ended: a timeout, or a harness error in its reason's words."""
+    if outcome.verdict == "timeout":
+        return Fingerprint("timeout")
+    return Fingerprint("harness_error", what=mask(outcome.reason))
 
 
 class BuildTimedOut(BuildError):
@@ -61,8 +77,9 @@ class Session:
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
         self.checks = options.split(config.getoption("checks"))
-        self.expectations: dict = {}
-        self.expectations_file: Path | None = None
+        self.expectations: dict = {}  # (model, check) -> the Expectation that applies to this run
+        self.applied = None  # gate.expectations.Applied: which files, under which conditions
+        self.conditions: dict = {}
         self.device = ""
         self._selected: list[str] | None = None
         self._estimates: dict[str, float] | None = None
@@ -91,25 +108,31 @@ class Session:
         if self.has_selection():
             self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
         self.estimates()
-        self.expectations_file, self.expectations = options.load_expectations(self.config.getoption("expectations"),
-                                                                              self.source)
+        import torch as _torch
+
+        self.conditions = run_conditions(self.device, self.dtype_name, self.backend, _torch.__version__)
+        self.applied = options.load_expectations(self.config.getoption("expectations"), self.source, self.conditions)
+        self.expectations = self.applied.cells
         if not self.is_worker:
             options.check_writable(self.matrix_out)
+
+    def expectations_applied(self) -> list[dict]:
+        """The expectations files this run applied, with their conditions and how many cells each."""
+        if self.applied is None:
+            return []
+        return [{"file": locations.shown(s.path), "conditions": s.conditions, "cells": s.cells}
+                for s in self.applied.sources]
 
     def has_selection(self) -> bool:
         """Whether --models or an impact option narrows the classes."""
         option = self.config.getoption
         return bool(option("models") or option("changed_files") or option("since"))
 
-    @property
-    def count_graph_breaks(self) -> bool:
-        return not self.config.getoption("no_graph_break_count")
-
     def estimates(self) -> dict[str, float]:
         """Expected seconds per class, from the published matrix (none when there is none); read once."""
         if self._estimates is None:
             try:
-                self._estimates = shards.published_estimates(self.count_graph_breaks)
+                self._estimates = shards.published_estimates()
             except report.EnvelopeError as exc:
                 raise options.UsageError(f"{exc} (shards and the run order come from it: restore it with "
                                          f"`git checkout -- {shards.PUBLISHED}`)") from None
@@ -141,8 +164,6 @@ class Session:
                 if earlier is not None:
                     raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
-                if isinstance(value, Case):
-                    value.count_graph_breaks = self.count_graph_breaks
             except isolation.CellTimeout as exc:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
@@ -150,7 +171,8 @@ class Session:
             except (BuildError, RowVerdict) as exc:  # a RowVerdict decides the row: kept like a build error
                 value = exc
             except Exception as exc:
-                value = BuildError(one_line(exc))
+                found = of_exception(exc)
+                value = BuildError(one_line(exc), Fingerprint("harness_error", where=found.where, error=found.error))
             finally:
                 self.building = None
                 self.mark_note(building=False)
@@ -188,13 +210,20 @@ class Session:
             self._dump_file = isolation.open_dump_file(self.parts.crash_dump(self.worker))
         return self._dump_file
 
-    def write(self, node_id: str, model: str, check_id: str, outcome: Outcome, verdict: str,
-              tiny: dict | None = None, expected: str = "") -> dict:
-        observed = outcome.verdict if verdict != outcome.verdict else ""  # the raw verdict of an xfail/xpass cell
-        record = make_record(model=model, check=check_id, verdict=verdict, reason=outcome.reason,
+    def record(self, node_id: str, model: str, check_id: str, outcome: Outcome, tiny: dict | None = None) -> dict:
+        """Judge a raw outcome against the expectations (`gate.ratchet`) and append the cell's record."""
+        if outcome.verdict in FAILING and outcome.fingerprint is None:
+            outcome.fingerprint = harness_fingerprint(outcome)
+        expectation = self.expectations.get((model, check_id))
+        judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
+        record = make_record(model=model, check=check_id, verdict=judgement.verdict, reason=outcome.reason,
                              seconds=outcome.metrics.get("seconds", 0.0),
                              metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                             nodeid=node_id, process=self.worker, tiny=tiny, expected=expected, observed=observed)
+                             nodeid=node_id, process=self.worker, tiny=tiny,
+                             expected=expectation.verdict if expectation is not None else "",
+                             observed=outcome.verdict if judgement.verdict != outcome.verdict else "",
+                             gate=judgement.note,
+                             fingerprint=outcome.fingerprint.to_data() if outcome.fingerprint else None)
         io.append_record(self.part_file, record)
         return record
 
@@ -211,6 +240,7 @@ class Session:
         checks = [c for c in check_ids() if any(r["check"] == c for r in records)]
         env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
+        env["expectations"] = self.expectations_applied()
         envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks))
         io.write_json_atomic(self.matrix_out, envelope)
         return envelope

@@ -2,12 +2,9 @@
 
 Contract:
 
-* `estimates(envelope, count_graph_breaks)` gives each class of a run's
-  envelope (the published matrix) its expected seconds: the sum of its
-  cells' seconds. Without the graph-break count (``--no-graph-break-count``)
-  a failing ``compile_prefill`` is expected to take its two fullgraph traces
-  (twice its `compile_seconds`), not the count it was measured with.
-* `published_estimates(count_graph_breaks)` reads them from the published
+* `estimates(envelope)` gives each class of a run's envelope (the published
+  matrix) its expected seconds: the sum of its cells' seconds.
+* `published_estimates()` reads them from the published
   matrix of this repository (`PUBLISHED`); a missing file gives none, a
   corrupt one raises `report.EnvelopeError` naming the file and the fix.
 * `select_shard(items, "i/N", seconds, group)` keeps the items of share i (1-based)
@@ -61,26 +58,17 @@ def parse(spec: str) -> tuple[int, int]:
 # -- estimates
 
 
-def _cell_seconds(check_id: str, cell: dict, count_graph_breaks: bool) -> float:
-    seconds = float(cell.get("seconds") or 0.0)
-    metrics = cell.get("metrics") or {}
-    if (not count_graph_breaks and check_id == "compile_prefill" and metrics.get("graph_breaks")
-            and "compile_seconds" in metrics):
-        return min(seconds, 2 * float(metrics["compile_seconds"]))
-    return seconds
-
-
-def estimates(envelope: dict, count_graph_breaks: bool = True) -> dict[str, float]:
+def estimates(envelope: dict) -> dict[str, float]:
     """Expected seconds of each class of `envelope`, by canonical name."""
-    return {name: round(sum(_cell_seconds(c, cell, count_graph_breaks) for c, cell in row["cells"].items()), 3)
+    return {name: round(sum(float(cell.get("seconds") or 0.0) for cell in row["cells"].values()), 3)
             for name, row in envelope["models"].items()}
 
 
-def published_estimates(count_graph_breaks: bool = True, path: Path | None = None) -> dict[str, float]:
+def published_estimates(path: Path | None = None) -> dict[str, float]:
     path = path or PUBLISHED
     if not path.exists():
         return {}
-    return estimates(report.load_envelope(path), count_graph_breaks)
+    return estimates(report.load_envelope(path))
 
 
 def _expected(groups, seconds: dict[str, float]) -> dict[str, float]:

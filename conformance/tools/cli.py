@@ -108,6 +108,7 @@ DIFF_HEADINGS = {
     "regression": "regressions",
     "improvement": "improvements",
     "changed": "other changes",
+    "failure": "failures that changed under the same verdict (fingerprints)",
     "removed": "only in OLD (not run in NEW)",
     "added": "only in NEW",
 }
@@ -129,7 +130,7 @@ def cmd_diff(args) -> int:
             continue
         print(f"{DIFF_HEADINGS[kind]} ({len(group)}):")
         for c in group:
-            reason = f"  {c.reason}" if c.reason and c.new not in ("pass", "absent") else ""
+            reason = f"  {c.note or c.reason}" if (c.note or c.reason) and c.new not in ("pass", "absent") else ""
             print(f"  {c.model} / {c.check}: {c.old} -> {c.new}{reason}")
     regressions = sum(c.kind == "regression" for c in changes)
     print(f"{regressions} regression(s), {sum(c.kind == 'improvement' for c in changes)} improvement(s)")
@@ -186,15 +187,12 @@ def cmd_list(args) -> int:
 
 def cmd_expectations(args) -> int:
     report.load_envelope(args.update)
-    from conformance.gate import expectations as gate
+    from conformance.gate.expectations import ExpectationsError
+    from conformance.gate.update import update_expectations
 
-    update = getattr(gate, "update_expectations", None)
-    if update is None:
-        raise CliError("expectations --update: conformance.gate.expectations.update_expectations is not available "
-                       "in this checkout; update the suite")
     try:
-        written = update(Path(args.update), Path(args.file) if args.file else None)
-    except gate.ExpectationsError as exc:
+        written = update_expectations(Path(args.update), Path(args.file) if args.file else None)
+    except ExpectationsError as exc:
         raise CliError(str(exc)) from None
     print(f"wrote {written}")
     return 0
@@ -223,7 +221,7 @@ def cmd_plan(args) -> int:
         names = select_models(_Selection(args), TransformersCases())
     except UsageError as exc:
         raise CliError(str(exc)) from None
-    seconds = shard.published_estimates(count_graph_breaks=not args.no_graph_break_count)
+    seconds = shard.published_estimates()
     result = shard.plan(names, seconds, args.budget, args.workers)
     if args.json:
         print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
@@ -311,7 +309,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--transformers-repo", default="", metavar="DIR", help="a transformers checkout, for --since")
     p.add_argument("--budget", type=float, default=120.0, help="seconds a shard may take (default: 120)")
     p.add_argument("--workers", type=int, default=2, help="xdist workers per shard (default: 2)")
-    p.add_argument("--no-graph-break-count", action="store_true", help="the shards run with --no-graph-break-count")
     p.add_argument("--json", action="store_true", help="one JSON object (classes, shards, specs) for a CI matrix")
     p.set_defaults(func=cmd_plan)
 

@@ -62,11 +62,15 @@ def resolve_device(device: str) -> str:
         raise ExplainError(str(exc)) from None
 
 
-def _expectation(model: str, check_id: str):
+def _expectation(model: str, check_id: str, device: str, dtype: str, backend: str):
+    """The expectation of the cell under this run's conditions, and a note when none could be read."""
+    import torch
+
     from conformance.gate import expectations as gate
 
+    run = gate.run_conditions(device, dtype, backend, torch.__version__)
     try:
-        return gate.load().get((model, check_id)), ""
+        return gate.load(run=run).get((model, check_id)), ""
     except Exception as exc:  # an unusable expectations file must not hide the cell
         return None, f"(expectations not applied: {exc})"
 
@@ -83,8 +87,10 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     from conformance.build.case import BUILD_FAILED, build_case
     from conformance.build.model_failure import RowVerdict
     from conformance.checks.common.outcome import Outcome, run_check
-    from conformance.gate import expectations as gate
+    from conformance.gate.ratchet import judge
     from conformance.reasons import one_line
+    from conformance.run.session import harness_fingerprint
+    from conformance.verdicts import FAILING
 
     device = resolve_device(device)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
@@ -96,7 +102,8 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     try:
         case = build_case(info, device, dtype, backend)
     except RowVerdict as exc:  # decided by the build stage: the model's own failure, or not a standalone model
-        outcome = Outcome(*exc.cell(check_id), traceback=traceback.format_exc())
+        outcome = Outcome(*exc.cell(check_id), traceback=traceback.format_exc(),
+                          fingerprint=exc.fingerprint(check_id))
     except Exception as exc:
         outcome = Outcome("error", f"{BUILD_FAILED}: {one_line(exc)}", traceback=traceback.format_exc())
     else:
@@ -107,14 +114,20 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
             outcome = run_check(check_id, case)
         finally:
             torch._logging.set_logs()
-    expectation, note = _expectation(info.name, check_id)
-    verdict = gate.judge(outcome.verdict, expectation)
+    if outcome.verdict in FAILING and outcome.fingerprint is None:
+        outcome.fingerprint = harness_fingerprint(outcome)  # as the run does
+    expectation, note = _expectation(info.name, check_id, device, dtype, backend)
+    judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
+    verdict = judgement.verdict
     say(f"verdict: {verdict}" + (f" (raw: {outcome.verdict})" if verdict != outcome.verdict else ""))
     if expectation is not None:
         say(f"expectation: {expectation.verdict}: {expectation.reason}" +
             (f" ({expectation.link})" if expectation.link else ""))
-    if note:
-        say(note)
+    for line in (judgement.note, note):
+        if line:
+            say(line)
+    if outcome.fingerprint is not None:
+        say(f"fingerprint: {outcome.fingerprint.summary()}")
     if outcome.reason:
         say(f"reason: {outcome.reason}")
     for name, value in sorted(outcome.metrics.items()):

@@ -7,7 +7,8 @@ field (CLIP-style `logits_per_<modality>`), else a tuple's first tensor
 is their largest absolute difference in float32 (ContractViolation when the
 shapes differ); `assert_close(actual, expected, tol, what, metrics)` records
 the worst difference so far as ``metrics["max_abs_diff"]`` and raises
-ContractViolation, naming `what`, beyond `tol` (NaN is beyond any tolerance).
+ContractViolation, naming `what`, beyond `tol` (NaN is beyond any tolerance),
+fingerprinted as a numerical mismatch at `what`.
 `tolerance(case, backend)` is design.md's tolerance for the case's dtype and
 a backend (default: the case's), from `conformance.tolerances`.
 """
@@ -20,6 +21,7 @@ import torch
 
 from conformance import tolerances
 from conformance.checks.common.outcome import ContractViolation
+from conformance.fingerprints import Fingerprint, mask
 
 
 def tolerance(case, backend: str | None = None) -> float:
@@ -56,5 +58,6 @@ def assert_close(actual: torch.Tensor, expected: torch.Tensor, tol: float, what:
     diff = max_abs_diff(actual, expected)
     metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
     if not diff <= tol:  # also catches NaN
-        raise ContractViolation(f"{what}: logits differ from eager by {diff:.3g} > {tol:g}", metrics)
+        raise ContractViolation(f"{what}: logits differ from eager by {diff:.3g} > {tol:g}", metrics,
+                                Fingerprint("numerical_mismatch", what=mask(what)))
     return diff

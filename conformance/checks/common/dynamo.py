@@ -6,9 +6,12 @@ Contract:
   break under ``fullgraph=True``, a data-dependent guard, a failed fake-tensor
   op) into one line: what broke, and where, as ``file:line`` of the innermost
   user frame inside transformers (else the innermost user frame);
-* `count_graph_breaks(fn, backend, **kwargs)` compiles `fn` without
-  ``fullgraph`` and calls it once, returning how many graph breaks dynamo
-  counted and the first one's message (its first line);
+* `trace_breaks(fn, **kwargs)` compiles `fn` without ``fullgraph`` with
+  dynamo alone and calls it once: every graph break it made, as a site
+  ``<what> @ <module:qualname>`` with a count (`graph_break_sites`), and the
+  call's output; `break_site(exc)` is the site of a fullgraph failure;
+* `guard_site(reason)` names a failed guard the same way, for fingerprints;
+  `describe_guard(reason)` with its ``file:line`` for a person;
 * `DynamoWatch` resets dynamo on entry and then reads dynamo's own counters:
   how many graphs were compiled, the graph breaks, the guard failures that
   caused recompiles, and the seconds spent compiling. No log scraping.
@@ -19,11 +22,13 @@ from __future__ import annotations
 import logging
 import re
 import traceback
+from dataclasses import dataclass
 
 import torch
-from torch._dynamo.utils import compilation_time_metrics, counters, guard_failures
+from torch._dynamo.utils import compilation_time_metrics, counters, graph_break_reasons, guard_failures
 
-from conformance.reasons import where
+from conformance.fingerprints import mask
+from conformance.reasons import exception_site, site, site_of, where
 
 REASON_LIMIT = 240
 
@@ -80,14 +85,55 @@ def break_reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {_clip(what)}" + (f" (at {location})" if location else "")
 
 
-def count_graph_breaks(fn, backend: str, **kwargs) -> tuple[int, str]:
-    """(number of graph breaks, first break's message) of one non-fullgraph compiled call of `fn`."""
+@dataclass
+class Trace:
+    """What one non-fullgraph trace of a call saw: its graph-break sites and its output (or why it raised)."""
+
+    sites: dict[str, int]
+    output: object = None
+    error: BaseException | None = None
+
+    @property
+    def breaks(self) -> int:
+        return sum(self.sites.values())
+
+
+def graph_break_sites() -> dict[str, int]:
+    """Each graph break dynamo made since its last reset, as ``<what> @ <module:qualname>``, with how often."""
+    sites: dict[str, int] = {}
+    for reason in graph_break_reasons:
+        key = f"{mask(_first_line(reason.reason)) or 'graph break'} @ {site_of(reason.user_stack) or '?'}"
+        sites[key] = sites.get(key, 0) + 1
+    return dict(sorted(sites.items()))
+
+
+def trace_breaks(fn, **kwargs) -> Trace:
+    """One call of `fn` compiled without fullgraph by dynamo alone (backend "eager": graph breaks do not
+    depend on the backend, and no subgraph is code-generated): its break sites and its output."""
     torch._dynamo.reset()
     counters.clear()
-    torch.compile(fn, backend=backend)(**kwargs)
-    breaks = counters["graph_break"]
-    first = _clip(_first_line(next(iter(breaks), "")))
-    return sum(breaks.values()), first
+    try:
+        with torch.no_grad():
+            output = torch.compile(fn, backend="eager")(**kwargs)
+    except Exception as exc:  # the model failed under dynamo even with graph breaks allowed
+        return Trace(graph_break_sites(), error=exc)
+    return Trace(graph_break_sites(), output=output)
+
+
+def break_site(exc: BaseException) -> str:
+    """``<what> @ <module:qualname>`` of a fullgraph failure: the break a Trace would list."""
+    return f"{mask(_first_line(str(exc))) or type(exc).__name__} @ {exception_site(exc) or '?'}"
+
+
+def guard_site(reason: str) -> str:
+    """``<guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons (no line numbers)."""
+    head = _first_line(reason)
+    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head  # drop the compile id
+    segments = [part.strip() for part in head.split("  # ")]
+    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
+                    if re.search(r"\S+\.py:\d+ in ", part)), None)
+    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
+    return f"{mask(segments[0])} @ {where}"
 
 
 def describe_guard(reason: str) -> str:
@@ -122,9 +168,14 @@ class DynamoWatch:
         return [_clip(_first_line(reason)) for reason in counters["graph_break"]]
 
     @property
+    def guard_failure_reasons(self) -> list[str]:
+        """Why each recompile was attempted, as dynamo said it (see `describe_guard`, `guard_site`)."""
+        return [str(reason) for failures in guard_failures.values() for reason in failures]
+
+    @property
     def guard_failures(self) -> list[str]:
         """Why each recompile was attempted: the failed guard, and where its value came from."""
-        return [describe_guard(str(reason)) for failures in guard_failures.values() for reason in failures]
+        return [describe_guard(reason) for reason in self.guard_failure_reasons]
 
     @property
     def compile_seconds(self) -> float:

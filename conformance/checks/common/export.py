@@ -32,6 +32,7 @@ import torch
 
 from conformance.checks.common.compare import assert_close, logits_of
 from conformance.checks.common.outcome import ContractViolation
+from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import where
 
 TRANSFORMERS_FRAME = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
@@ -98,6 +99,13 @@ def exporter_reason(exc: BaseException, stage: str) -> str:
     return f"{stage}: {type(exc).__name__}: {first}" + (f" (at {location})" if location else "")
 
 
+def failed(exc: BaseException, stage: str, metrics: dict) -> ContractViolation:
+    """The violation of an export step that raised: the exporter's reason, and a fingerprint naming the stage,
+    the kind (data-dependent guard, unsupported, else export error), the exception and its transformers site."""
+    fingerprint = Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__, what=stage)
+    return ContractViolation(exporter_reason(exc, stage), metrics, fingerprint)
+
+
 def export(module: torch.nn.Module, kwargs: dict[str, Any], strict: bool, metrics: dict):
     """torch.export.export(module, kwargs=kwargs, strict=strict), or a ContractViolation."""
     stage = f"torch.export.export(strict={strict})"
@@ -105,7 +113,7 @@ def export(module: torch.nn.Module, kwargs: dict[str, Any], strict: bool, metric
         with torch.no_grad():
             return torch.export.export(module, args=(), kwargs=kwargs, strict=strict)
     except Exception as exc:
-        raise ContractViolation(exporter_reason(exc, stage), metrics) from exc
+        raise failed(exc, stage, metrics) from exc
 
 
 def save_and_load(program, metrics: dict):
@@ -115,12 +123,12 @@ def save_and_load(program, metrics: dict):
         try:
             torch.export.save(program, path)
         except Exception as exc:
-            raise ContractViolation(exporter_reason(exc, "torch.export.save"), metrics) from exc
+            raise failed(exc, "torch.export.save", metrics) from exc
         metrics["pt2_bytes"] = os.path.getsize(path)
         try:
             return torch.export.load(path)
         except Exception as exc:
-            raise ContractViolation(exporter_reason(exc, "torch.export.load"), metrics) from exc
+            raise failed(exc, "torch.export.load", metrics) from exc
 
 
 def run_twice(program, kwargs: dict[str, Any], metrics: dict) -> tuple[torch.Tensor, torch.Tensor]:
@@ -132,7 +140,7 @@ def run_twice(program, kwargs: dict[str, Any], metrics: dict) -> tuple[torch.Ten
             with torch.no_grad():
                 results.append(logits_of(module(**kwargs)).detach().clone())
         except Exception as exc:
-            raise ContractViolation(exporter_reason(exc, f"loaded program, {call} call"), metrics) from exc
+            raise failed(exc, f"loaded program, {call} call", metrics) from exc
     return results[0], results[1]
 
 

@@ -32,6 +32,7 @@ from conformance.build.configs import placeholder_id
 from conformance.checks.common.cache import cache_kwarg, static_cache
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import one_line
 
 NEW_TOKENS = 8
@@ -205,7 +206,9 @@ def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: di
         with torch.no_grad():
             return torch.export.export(module, args, kwargs or {}, strict=False)
     except Exception as exc:
-        raise ContractViolation(f"export of part {name!r} failed: {one_line(exc)}") from exc
+        fingerprint = Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__,
+                                  what=f"export of part {name}")
+        raise ContractViolation(f"export of part {name!r} failed: {one_line(exc)}", fingerprint=fingerprint) from exc
 
 
 # --- generation -----------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ the model (an `error`: this suite's gap, not the model's). Any other exception r
 too (the model failed under the check), reported with its type, message and
 the innermost transformers frame (`conformance.reasons.one_line`).
 `run_check(check_id, case)` turns all of this into an `Outcome` with
-`seconds` and `cpu_seconds` metrics; checks never decide xfail/xpass (the
-gate does).
+`seconds` and `cpu_seconds` metrics and, when it failed, a fingerprint (the
+check's own, else one from the exception or the reason's words); checks
+never decide xfail/xpass (the gate does).
 """
 
 from __future__ import annotations
@@ -21,16 +22,20 @@ from dataclasses import dataclass, field
 
 import torch
 
+from conformance import fingerprints
+from conformance.fingerprints import Fingerprint
 from conformance.reasons import one_line
 
 
 class ContractViolation(AssertionError):
-    """The check ran and its contract did not hold."""
+    """The check ran and its contract did not hold; `fingerprint` says how, when the check knows better than
+    its reason's words (`conformance.fingerprints`)."""
 
-    def __init__(self, reason: str, metrics: dict | None = None):
+    def __init__(self, reason: str, metrics: dict | None = None, fingerprint: Fingerprint | None = None):
         super().__init__(reason)
         self.reason = reason
         self.metrics = metrics or {}
+        self.fingerprint = fingerprint
 
 
 class NotApplicable(Exception):
@@ -50,6 +55,7 @@ class Outcome:
     reason: str = ""
     metrics: dict = field(default_factory=dict)
     traceback: str = ""
+    fingerprint: Fingerprint | None = None  # every failing outcome has one
 
 
 def run_check(check_id: str, case) -> Outcome:
@@ -70,9 +76,10 @@ def run_check(check_id: str, case) -> Outcome:
         outcome = Outcome("error", f"the check could not be set up for this model: {exc}", {},
                           traceback.format_exc())
     except ContractViolation as exc:
-        outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc())
+        fingerprint = exc.fingerprint or fingerprints.of_reason(exc.reason, exc.__cause__)
+        outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc(), fingerprint)
     except Exception as exc:  # the model failed under the check
-        outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc())
+        outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc(), fingerprints.of_exception(exc))
     finally:
         # Compiled artifacts must not leak into the next cell; the plugin
         # collects garbage when it moves on to the next model.

@@ -1,0 +1,179 @@
+"""The gate sees through known failures: fingerprints of real checks on synthetic models, judged by the ratchet.
+
+Each scenario runs the real `compile_prefill` (or `compile_decode`) check on a
+small module written to a file, so that code can be moved by lines, takes
+the fingerprint a first run records as the expectation, and judges a second
+run against it, as the gate does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import textwrap
+
+import pytest
+import torch
+
+from conformance.checks.common.outcome import run_check
+from conformance.fingerprints import Fingerprint, compare, mask
+from conformance.gate.expectations import Expectation, load_for_run, run_conditions
+from conformance.gate.ratchet import judge
+from conformance.meta.test_checks_compile import synthetic_case
+
+pytestmark = pytest.mark.meta
+
+ONE_BREAK = '''
+import torch
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        y = self.proj(x)
+        print("", end="")  # a graph break
+        return torch.tanh(y)
+
+
+class Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.out = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.out(x)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.block, self.head = Block(), Head()
+
+    def forward(self, x):
+        return self.head(self.block(x))
+'''
+SECOND_BREAK = ONE_BREAK.replace("        return self.out(x)", "        print('', end='')  # a second graph break\n"
+                                                                 "        return self.out(x)")
+MOVED = "\n# a comment that moves every line below it\n\n\n" + ONE_BREAK
+CALL_ORDER = '''
+import torch
+
+
+class Model(torch.nn.Module):
+    """Untraceable one-time setup on the first call (a lock, a hook installation): only a cold compile breaks."""
+
+    ready = False
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        if not self.ready:
+            print("", end="")
+            self.ready = True
+        return torch.tanh(self.proj(x))
+'''
+CALL_ORDER_AND_WARM = CALL_ORDER.replace("        return torch.tanh(self.proj(x))",
+                                        "        y = self.proj(x)\n        print('', end='')  # breaks warm too\n"
+                                        "        return torch.tanh(y)")
+
+
+def model_from(source: str, folder) -> type:
+    """The class `Model` of `source`, written to `<folder>/synthetic_model.py` (the same module name each time)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "synthetic_model.py"
+    path.write_text(textwrap.dedent(source))
+    spec = importlib.util.spec_from_file_location(f"synthetic_model_{abs(hash(str(path)))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Model
+
+
+def fingerprint_of(source: str, folder) -> Fingerprint:
+    case = synthetic_case(model_from(source, folder), {"x": torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))})
+    outcome = run_check("compile_prefill", case)
+    assert outcome.verdict == "fail", outcome.reason
+    return outcome.fingerprint
+
+
+def listed(fingerprint: Fingerprint) -> Expectation:
+    return Expectation("Synthetic", "compile_prefill", "fail", "known graph break", fingerprint=fingerprint)
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Fingerprint:
+    return fingerprint_of(ONE_BREAK, tmp_path_factory.mktemp("base"))
+
+
+def test_a_known_failure_is_xfail_and_says_where(base, tmp_path):
+    assert base.kind == "graph_break" and base.cold == "fail" and base.warm == "fail"
+    assert base.where.endswith("synthetic_model:Block.forward")
+    assert base.breaks >= 1 and [site.split(" @ ")[1] for site in base.sites] == [base.where]  # dynamo's count
+    assert judge("fail", listed(base), fingerprint_of(ONE_BREAK, tmp_path)).verdict == "xfail"
+
+
+def test_moving_the_failing_code_by_some_lines_is_the_same_failure(base, tmp_path):
+    assert fingerprint_of(MOVED, tmp_path) == base
+    assert judge("fail", listed(base), fingerprint_of(MOVED, tmp_path / "again")).verdict == "xfail"
+
+
+def test_a_second_graph_break_turns_the_cell_red_naming_it(base, tmp_path):
+    observed = fingerprint_of(SECOND_BREAK, tmp_path)
+    judgement = judge("fail", listed(base), observed)
+    assert judgement.verdict == "fail"
+    assert "new graph-break site" in judgement.note and "Head.forward" in judgement.note
+    assert "conformance expectations --update" in judgement.note
+
+
+def test_one_fewer_graph_break_asks_for_an_update(base, tmp_path):
+    two = fingerprint_of(SECOND_BREAK, tmp_path)
+    judgement = judge("fail", listed(two), base)
+    assert judgement.verdict == "xpass"
+    assert judgement.note.startswith(f"improved: {two.breaks} -> {base.breaks} breaks") and "--update" in judgement.note
+
+
+def test_a_warm_compile_failure_added_to_a_call_order_cell_turns_it_red(tmp_path):
+    call_order = fingerprint_of(CALL_ORDER, tmp_path / "a")
+    assert (call_order.kind, call_order.cold, call_order.warm) == ("call_order", "fail", "pass")
+    both = fingerprint_of(CALL_ORDER_AND_WARM, tmp_path / "b")
+    assert (both.cold, both.warm) == ("fail", "fail")
+    judgement = judge("fail", listed(call_order), both)
+    assert judgement.verdict == "fail" and "failure changed" in judgement.note and "warm fail" in judgement.note
+
+
+def test_an_expectation_without_a_fingerprint_accepts_nothing(base):
+    judgement = judge("fail", Expectation("Synthetic", "compile_prefill", "fail", "old entry"), base)
+    assert judgement.verdict == "fail" and "without a fingerprint" in judgement.note
+
+
+def test_a_pass_or_an_unlisted_failure_is_judged_as_before(base):
+    assert judge("pass", listed(base), None).verdict == "xpass"
+    assert judge("fail", None, base).verdict == "fail"
+    assert judge("skip", listed(base), None).verdict == "skip"
+
+
+def test_more_recompiles_change_fewer_improve():
+    once = Fingerprint("recompile", recompiles=1, guard="# == # @ m:f")
+    thrice = Fingerprint("recompile", recompiles=3, guard="# == # @ m:f")
+    assert compare(once, thrice).status == "changed"
+    assert compare(thrice, once).status == "improved"
+    assert compare(once, Fingerprint("recompile", recompiles=1, guard="other @ m:g")).status == "changed"
+
+
+def test_masking_keeps_words_not_measurements():
+    assert mask("logits differ from eager by 0.0123 > 1e-05 at shape (2, 27, 256)") == \
+        "logits differ from eager by # > # at shape #"
+
+
+def test_an_expectation_of_a_cpu_float32_eager_run_is_not_applied_to_a_cuda_bfloat16_run(tmp_path):
+    path = tmp_path / "5.24.toml"
+    path.write_text('[conditions]\ndevice = "cpu"\ndtype = "float32"\nbackend = "eager"\n\n'
+                    '[[cell]]\nmodel = "M"\ncheck = "build"\nverdict = "fail"\nreason = "r"\n'
+                    '[cell.fingerprint]\nkind = "exception"\nerror = "ValueError"\n')
+    cpu = load_for_run(run_conditions("cpu", "float32", "eager", "2.13.0+cpu"), path)
+    assert list(cpu.cells) == [("M", "build")] and cpu.sources[0].cells == 1
+    cuda = load_for_run(run_conditions("cuda:0", "bfloat16", "inductor", "2.13.0"), path)
+    assert cuda.cells == {} and cuda.sources == ()

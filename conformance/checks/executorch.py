@@ -90,7 +90,7 @@ def eager_runner(generation: ExportedGeneration):
     return lambda name, *args, **kwargs: parts[name](*args, **kwargs)
 
 
-@check("executorch", column=100)
+@check("executorch", column=100, compares=("max_abs_diff",), tolerance="export")
 def check_executorch(case: Case) -> dict:
     if not executorch_available():
         raise NotApplicable(f"executorch is not installed: {INSTALL_HINT}")

@@ -15,6 +15,6 @@ from conformance.checks.common.export import export_forward
 from conformance.checks.common.registry import check
 
 
-@check("export_forward_strict", column=70)
+@check("export_forward_strict", column=70, compares=("max_abs_diff", "repeat_diff"), tolerance="export")
 def check_export_forward_strict(case: Case) -> dict:
     return export_forward(case, strict=True)

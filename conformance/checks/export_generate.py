@@ -32,11 +32,19 @@ inputs, so its prefill does not see what ``generate``'s prefill sees. The
 split here follows their pattern (an early-shaped StaticCache, sliding layers
 as full layers while the generation fits in the window).
 
+What is compared to what: the tokens of the programs against eager
+``generate``'s tokens, step by step; then, once the tokens agree, every
+step's logits of the programs against the logits of eager ``generate`` at
+that step (dynamic cache), and the prefill's last logits against a plain
+eager forward without cache over the same inputs, all within the export
+tolerance (`case.tol("export")`).
+
 Failure: ContractViolation with the exporter's own first line and the part
-that failed, or the first step where the tokens diverge. Metrics:
-`parts` (names exported), `export_seconds`, `new_tokens`, `max_abs_diff`
-(last prefill logits of the programs against a plain eager forward without
-cache over the same inputs; recorded, not gated: the contract is the tokens).
+that failed, the first step where the tokens diverge, or the first step
+whose logits differ. Metrics: `parts` (names exported), `export_seconds`,
+`new_tokens`, `max_abs_diff` (the worst logits difference of the programs
+against eager generate, over the steps), `max_abs_diff_no_cache` (the
+prefill's last logits against the forward without cache).
 """
 
 from __future__ import annotations
@@ -44,13 +52,13 @@ from __future__ import annotations
 import torch
 
 from conformance.build.case import Case
-from conformance.checks.common.compare import logits_of
-from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_tokens, single_prompt
+from conformance.checks.common.compare import assert_close, logits_of, max_abs_diff
+from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation, single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
 
 
-@check("export_generate", column=90)
+@check("export_generate", column=90, compares=("max_abs_diff", "max_abs_diff_no_cache"), tolerance="export")
 def check_export_generate(case: Case) -> dict:
     if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
@@ -62,15 +70,22 @@ def check_export_generate(case: Case) -> dict:
     exported, program_logits = generation.generate()
 
     reference = case.fresh_model()
-    expected = eager_tokens(reference, inputs, NEW_TOKENS)
+    expected, eager_logits = eager_generation(reference, inputs, NEW_TOKENS)
     with torch.no_grad():
         plain = logits_of(reference(**inputs))[:, -1, :]
-    metrics["max_abs_diff"] = float((program_logits.float() - plain.float()).abs().max())
     metrics["new_tokens"] = NEW_TOKENS
     if not torch.equal(exported, expected):
         step = int((exported != expected).int().argmax())
         raise ContractViolation(
             f"tokens from the exported programs differ from eager generate at new token {step}: "
             f"{exported[0].tolist()} vs {expected[0].tolist()}", metrics)
+    tol = case.tol("export")
+    for step, (actual, wanted) in enumerate(zip(program_logits, eager_logits)):
+        what = "prefill" if step == 0 else f"decode step {step}"
+        assert_close(actual, wanted, tol, f"{what} of the exported programs vs eager generate", metrics)
+    diff = max_abs_diff(program_logits[0], plain)
+    metrics["max_abs_diff_no_cache"] = diff
+    if not diff <= tol:
+        raise ContractViolation(f"prefill of the exported programs vs a forward without cache: logits differ by "
+                                f"{diff:.3g} > {tol:g}", metrics)
     return metrics
-

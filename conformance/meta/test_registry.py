@@ -49,6 +49,7 @@ def test_a_registered_check_gets_its_column_tests_and_report(pytester):
     envelope = json.loads(out.read_text())
     assert envelope["checks"] == ["build", "probe"]
     assert envelope["check_info"]["probe"] == {"column": 15, "observes": ["_supports_probing"],
+                                               "compares": ["max_abs_diff", "max_abs_diff_no_cache", "repeat_diff"],
                                                "lists": {"metric": "probe_value", "what": "what the probe saw"}}
     cells = envelope["models"]["RaisesForConditionalGeneration"]["cells"]
     assert cells["probe"]["verdict"] == "fail" and "the probe found a bug" in cells["probe"]["reason"]

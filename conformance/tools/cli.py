@@ -6,6 +6,7 @@
     conformance render --summary RUN.json
     conformance publish RUN.json [--root DIR]
     conformance diff OLD.json NEW.json
+    conformance truth RUN.json
     conformance merge A.json B.json ... -o OUT.json
     conformance merge --parts DIR -o OUT.json [--device D --dtype T --backend B]
     conformance explain CLASS CHECK [--device D --dtype T --backend B]
@@ -16,7 +17,8 @@
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
 one line on stderr and returns 2 without writing anything; `diff` returns 1
-when a cell regressed; `explain` returns 1 when the cell does not pass.
+when a cell regressed; `truth` returns 1 when a passing cell records a
+comparison beyond its check's tolerance; `explain` returns 1 when the cell does not pass.
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -27,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance.report import diff, io, page, pages, render, summary
+from conformance.report import diff, io, page, pages, render, summary, truth
 from conformance.report import envelope as report
 
 USAGE_ERROR = 2
@@ -135,6 +137,14 @@ def cmd_diff(args) -> int:
     regressions = sum(c.kind == "regression" for c in changes)
     print(f"{regressions} regression(s), {sum(c.kind == 'improvement' for c in changes)} improvement(s)")
     return 1 if regressions else 0
+
+
+def cmd_truth(args) -> int:
+    found = truth.breaches_in(args.run)
+    for breach in found:
+        print(breach.line())
+    print(f"{len(found)} passing cell(s) record a comparison beyond their tolerance")
+    return 1 if found else 0
 
 
 def cmd_merge(args) -> int:
@@ -283,6 +293,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("old", metavar="OLD.json")
     p.add_argument("new", metavar="NEW.json")
     p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser("truth", help="passing cells whose recorded comparison exceeds the tolerance; exit 1 if any")
+    p.add_argument("run", metavar="RUN.json")
+    p.set_defaults(func=cmd_truth)
 
     p = sub.add_parser("merge", help="merge shard envelopes, or rebuild one from part files")
     p.add_argument("runs", nargs="*", metavar="RUN.json")

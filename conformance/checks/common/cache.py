@@ -7,7 +7,11 @@ transformers takes a cache in `forward` (``cache`` in newer 5.x, where
 ``past_key_values`` is a deprecated alias; ``past_key_values`` before);
 `static_cache(model, max_len)` builds the StaticCache `generate` would build
 for `cache_implementation="static"` (decoder text config), across the
-StaticCache signatures of 4.57 and 5.x; `generate_inputs` is a forward
+StaticCache signatures of 4.57 and 5.x; `full_static_layers(cache, max_len)`
+makes every sliding-window layer whose window holds `max_len` tokens a plain
+StaticLayer (what an exported program needs: the sliding layer keeps its
+write position in a Python int, which export bakes into the program);
+`generate_inputs` is a forward
 sample as generate takes it; `greedy(new_tokens)` is the
 generate kwargs of a deterministic run of exactly `new_tokens` tokens
 (EOS cannot stop it early; generate's own auto-compile is off, so a cache
@@ -61,6 +65,16 @@ def static_cache(model: torch.nn.Module, max_len: int, batch_size: int = 2):
     if "dtype" in params:
         kwargs["dtype"] = model.dtype
     return StaticCache(**kwargs)
+
+
+def full_static_layers(cache, max_len: int):
+    """`cache` with each sliding-window layer that holds the whole generation replaced by a full StaticLayer."""
+    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
+
+    for i, layer in enumerate(getattr(cache, "layers", [])):
+        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
+            cache.layers[i] = StaticLayer(max_len)
+    return cache
 
 
 def has_kv_cache(model: torch.nn.Module) -> bool:

@@ -16,7 +16,9 @@ Contracts:
 * `run_twice(program, kwargs)` calls the loaded program twice and returns
   both logits, so a check can compare each with a plain eager forward.
 * `export_forward(case, strict)` is the whole contract of the two forward
-  export checks (see `conformance.checks.export_forward`).
+  export checks (see `conformance.checks.export_forward`): each call of the
+  loaded program against eager, then the two calls against each other, all
+  within the export tolerance.
 """
 
 from __future__ import annotations
@@ -165,4 +167,7 @@ def export_forward(case, strict: bool) -> dict:
     tol = case.tol("export")
     assert_close(first, expected, tol, "loaded program (first call)", metrics)
     assert_close(second, expected, tol, "loaded program (second call)", metrics)
+    if not metrics["repeat_diff"] <= tol:
+        raise ContractViolation(f"the loaded program's second call differs from its first by "
+                                f"{metrics['repeat_diff']:.3g} > {tol:g}", metrics)
     return metrics

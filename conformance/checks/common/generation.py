@@ -15,9 +15,10 @@ Contracts:
   returns the cache tensors, or given cache tensors updated in place for a
   step); `export_part` exports one, naming it when the exporter fails.
 * `ExportedGeneration(model, inputs)` exports the parts for one prompt and
-  decodes greedily from them (`generate`): placeholder merge with a
-  ``masked_scatter`` and the argmax are the runner's glue;
-  `eager_tokens(model, inputs, n)` is eager ``generate``'s greedy tokens.
+  decodes greedily from them (`generate`, which returns the tokens and
+  every step's logits): placeholder merge with a ``masked_scatter`` and the
+  argmax are the runner's glue; `eager_generation(model, inputs, n)` is
+  eager ``generate``'s greedy tokens and per-step logits.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any
 import torch
 
 from conformance.build.configs import placeholder_id
-from conformance.checks.common.cache import cache_kwarg, static_cache
+from conformance.checks.common.cache import cache_kwarg, full_static_layers, static_cache
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.fingerprints import Fingerprint, kind_of, where_of
@@ -161,15 +162,9 @@ class DecoderPart(torch.nn.Module):
         self.kwarg = cache_kwarg(owner)
 
     def new_cache(self):
-        from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-        cache = static_cache(self.owner, self.max_len, batch_size=1)
-        for i, layer in enumerate(cache.layers):
-            # A window holding the whole generation behaves as a full layer; the
-            # sliding layer's python-int bookkeeping would be frozen by export.
-            if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= self.max_len:
-                cache.layers[i] = StaticLayer(self.max_len)
-        return cache
+        # A window holding the whole generation behaves as a full layer; the
+        # sliding layer's python-int bookkeeping would be frozen by export.
+        return full_static_layers(static_cache(self.owner, self.max_len, batch_size=1), self.max_len)
 
     def forward(self, inputs_embeds, cache_tensors: list[torch.Tensor] | None = None, **text):
         cache = self.new_cache()
@@ -214,16 +209,23 @@ def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: di
 # --- generation -----------------------------------------------------------------------------------
 
 
-def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:
-    """The `new_tokens` greedy tokens of eager `generate` (end-of-sequence ignored)."""
+def eager_generation(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int
+                     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(the `new_tokens` greedy tokens, the raw logits of each step) of eager `generate` (end-of-sequence
+    ignored)."""
     config = model.generation_config
     config.eos_token_id = None
     if config.pad_token_id is None:
         config.pad_token_id = 0
     with torch.no_grad():
         out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             num_beams=1)
-    return out[:, -new_tokens:]
+                             num_beams=1, output_logits=True, return_dict_in_generate=True)
+    return out.sequences[:, -new_tokens:], list(out.logits)
+
+
+def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:
+    """The `new_tokens` greedy tokens of eager `generate` (end-of-sequence ignored)."""
+    return eager_generation(model, inputs, new_tokens)[0]
 
 
 class ExportedGeneration:
@@ -282,17 +284,19 @@ class ExportedGeneration:
             embeds = embeds.masked_scatter(self.placeholders.unsqueeze(-1), features)
         return embeds
 
-    def generate(self, run=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """(new tokens [1, new_tokens], prefill logits) greedily from the programs (or `run`)."""
+    def generate(self, run=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """(new tokens [1, new_tokens], the logits of every step, prefill first) greedily from the programs
+        (or `run`)."""
         run = run or self.run_program
         with torch.no_grad():
             logits, *state = run("prefill", self.prefill_embeds(run), **self.text)
-            first_logits = logits
+            steps = [logits]
             tokens = [logits.argmax(-1, keepdim=True)]
             for _ in range(self.new_tokens - 1):
                 logits = run("step", run("embed_step", tokens[-1]), list(state))
+                steps.append(logits)
                 tokens.append(logits.argmax(-1, keepdim=True))
-        return torch.cat(tokens, dim=1), first_logits
+        return torch.cat(tokens, dim=1), steps
 
     def run_program(self, name: str, *args, **kwargs):
         return self.programs[name].module()(*args, **kwargs)

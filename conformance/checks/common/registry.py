@@ -13,13 +13,20 @@ Contract:
   `observes` names the declared capability flags of a model class
   (`_can_compile_fullgraph`, ...) whose claim this check observes, for the
   report's "declared vs observed"; `lists` = (metric, what it says) names a
-  metric whose values the report lists class by class. Registering another
+  metric whose values the report lists class by class; `compares` names the
+  metrics that are a comparison the check asserts within a tolerance (the
+  logits or scores of two runs; default `tolerances.COMPARISON_METRICS`:
+  `max_abs_diff` and its kin), and
+  `tolerance` the backend whose tolerance applies (`conformance.tolerances`;
+  None: the run's backend), so that a reader of a run file can prove that no
+  passing cell records a comparison beyond its tolerance
+  (`conformance.report.truth`). Registering another
   function under an id already taken by a different module raises ValueError.
 * `load_all()` imports every check module once and returns the registered
   checks in column order; `check_ids()` is their ids in that order (what the
   run, its tests, shards, render and explain use); `get(id)` one check
   (KeyError naming the known ids); `describe(ids)` what the run file says
-  of each check (column, observes, lists), so that reports need no registry.
+  of each check (column, observes, lists, compares, tolerance), so that reports need no registry.
 
 Registering is all a new check needs: the run generates its test
 (`conformance.run.cells`), the envelope and the matrix get its column.
@@ -31,6 +38,8 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
+
+from conformance import tolerances
 
 CHECKS: dict[str, "Check"] = {}
 CHECKS_PACKAGE = "conformance.checks"
@@ -44,20 +53,24 @@ class Check:
     column: int
     observes: tuple[str, ...] = ()
     lists: tuple[str, str] | None = None  # (metric, what its value says)
+    compares: tuple[str, ...] = tolerances.COMPARISON_METRICS  # metrics asserted within the tolerance
+    tolerance: str | None = None  # the backend whose tolerance applies; None: the run's
 
     @property
     def module(self) -> str:
         return self.run.__module__
 
 
-def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: tuple[str, str] | None = None):
+def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: tuple[str, str] | None = None,
+          compares: tuple[str, ...] | None = None, tolerance: str | None = None):
     """Register a check function under its stable id."""
 
     def decorate(fn):
         existing = CHECKS.get(check_id)
         if existing is not None and existing.module != fn.__module__:
             raise ValueError(f"check id {check_id!r} is registered twice: {existing.module} and {fn.__module__}")
-        CHECKS[check_id] = Check(check_id, fn, column, tuple(observes), tuple(lists) if lists else None)
+        CHECKS[check_id] = Check(check_id, fn, column, tuple(observes), tuple(lists) if lists else None,
+                                 tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance)
         fn.check_id = check_id
         return fn
 
@@ -88,7 +101,8 @@ def get(check_id: str) -> Check:
 
 
 def describe(ids) -> dict[str, dict]:
-    """What a run file records of each check of `ids` (known ones): column, observed flags, listed metric."""
+    """What a run file records of each check of `ids` (known ones): column, observed flags, listed metric,
+    compared metrics and the backend of their tolerance."""
     checks = load_all()
     described = {}
     for check_id in ids:
@@ -98,5 +112,8 @@ def describe(ids) -> dict[str, dict]:
         entry: dict = {"column": spec.column, "observes": list(spec.observes)}
         if spec.lists:
             entry["lists"] = {"metric": spec.lists[0], "what": spec.lists[1]}
+        entry["compares"] = list(spec.compares)
+        if spec.tolerance:
+            entry["tolerance"] = spec.tolerance
         described[check_id] = entry
     return described

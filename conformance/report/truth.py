@@ -1,0 +1,84 @@
+"""Verdict truth: no passing cell may record a comparison beyond its check's tolerance.
+
+Contracts:
+
+* `comparisons(envelope)` is, per check of the run, the metrics it records
+  for a comparison it asserts and the tolerance that applies: the run file's
+  `check_info` (``compares``, ``tolerance``: the backend whose tolerance
+  applies, else the run's backend), at the run's dtype
+  (`conformance.tolerances`). A run file written before checks declared
+  their comparisons (no ``compares`` in its `check_info`) is read with the
+  registry's declarations (`registry.describe`), imported only then.
+* `breaches(envelope)` lists every cell whose verdict is `pass` or `xpass`
+  while one of those metrics is beyond the tolerance (NaN included): a
+  contract that recorded a difference it did not assert. A true run has none.
+* `breaches_in(path)` is the same for a run file (`load_envelope` reads it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance import tolerances
+from conformance.report.envelope import load_envelope
+
+PASSING = ("pass", "xpass")
+
+
+@dataclass(frozen=True)
+class Breach:
+    model: str
+    check: str
+    verdict: str
+    metric: str
+    value: float
+    tolerance: float
+
+    def line(self) -> str:
+        return (f"{self.model} / {self.check}: {self.verdict} with {self.metric} = {self.value:.3g} > "
+                f"{self.tolerance:g}")
+
+
+def _declared(envelope: dict) -> dict[str, dict]:
+    info = dict(envelope.get("check_info") or {})
+    undeclared = [c for c in envelope.get("checks", []) if "compares" not in info.get(c, {})]
+    if undeclared:
+        from conformance.checks.common.registry import describe
+
+        for check_id, entry in describe(undeclared).items():
+            info[check_id] = {**info.get(check_id, {}), **entry}
+    return info
+
+
+def comparisons(envelope: dict) -> dict[str, tuple[tuple[str, ...], float]]:
+    """check id -> (compared metrics, tolerance) for the run's dtype and backend."""
+    env = envelope["environment"]
+    found = {}
+    for check_id, entry in _declared(envelope).items():
+        backend = entry.get("tolerance") or env["backend"]
+        found[check_id] = (tuple(entry.get("compares", ())), tolerances.tolerance(env["dtype"], backend))
+    return found
+
+
+def breaches(envelope: dict) -> list[Breach]:
+    """Every passing cell with a compared metric beyond its tolerance."""
+    rules = comparisons(envelope)
+    found = []
+    for model, row in sorted(envelope["models"].items()):
+        for check_id, cell in sorted(row.get("cells", {}).items()):
+            if cell.get("verdict") not in PASSING or check_id not in rules:
+                continue
+            metrics, tol = rules[check_id]
+            for metric in metrics:
+                value = (cell.get("metrics") or {}).get(metric)
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                if math.isnan(value) or value > tol:
+                    found.append(Breach(model, check_id, cell["verdict"], metric, float(value), tol))
+    return found
+
+
+def breaches_in(path: str | Path) -> list[Breach]:
+    return breaches(load_envelope(path))

@@ -1,7 +1,7 @@
 """The flow is the layout: each stage imports only the stages before it; readers stay light.
 
 Stages, in order (docs/design.md): the shared nouns at the package top
-(locations, reasons, tolerances, verdicts) -> discover -> build -> checks ->
+(locations, reasons, tolerances, verdicts, versions) -> discover -> build -> checks ->
 report -> gate -> run -> tools. A module may import its own stage and any
 earlier one, at module level or inside a function; never a later one.
 """
@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 STAGES = ("nouns", "discover", "build", "checks", "report", "gate", "run", "tools")
 NOUNS = ("conformance", "conformance.locations", "conformance.reasons", "conformance.tolerances",
-         "conformance.verdicts")
+         "conformance.verdicts", "conformance.versions")
 
 
 def stage_of(module: str) -> str | None:
@@ -110,7 +110,8 @@ def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
     # What reads run files, and the plugin module that every pytest run of the environment imports.
     ("conformance.report.envelope", "conformance.report.render", "conformance.report.diff",
      "conformance.report.io", "conformance.gate.expectations", "conformance.tools.cli",
-     "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations"),
+     "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations",
+     "conformance.versions"),
     ("conformance.run.plugin",),
 ])
 def test_readers_import_no_torch(modules):

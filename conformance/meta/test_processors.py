@@ -76,15 +76,23 @@ def test_tokens_a_processor_asks_for_are_recognised():
     assert _missing_token(AttributeError("no attribute patch_size")) is None
 
 
-def test_image_processor_sizes_come_from_the_tiny_config():
-    from transformers import CLIPImageProcessorPil, Qwen2VLImageProcessorPil
+def _image_processor_class(model_type):
+    """The image processor the processor path uses for `model_type` (the auto mapping names it:
+    ``CLIPImageProcessorPil`` in 5.x, ``CLIPImageProcessor`` in 4.x)."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
+    from conformance.build.processors import _media_class
+
+    return _media_class(IMAGE_PROCESSOR_MAPPING_NAMES, model_type, "image")
+
+
+def test_image_processor_sizes_come_from_the_tiny_config():
     vision = SimpleNamespace(patch_size=8, spatial_merge_size=2, temporal_patch_size=2)
     config = SimpleNamespace(vision_config=vision, image_seq_length=9)
-    clip = tiny_media_processor(CLIPImageProcessorPil, config, (32, 48), {})
+    clip = tiny_media_processor(_image_processor_class("clip"), config, (32, 48), {})
     assert clip.size == {"shortest_edge": 32} and clip.crop_size == {"height": 32, "width": 48}
     overrides = {"size": {"shortest_edge": 1024, "longest_edge": 1024}, "extra": "config.image_seq_length"}
-    qwen = tiny_media_processor(Qwen2VLImageProcessorPil, config, (32, 32), overrides)
+    qwen = tiny_media_processor(_image_processor_class("qwen2_vl"), config, (32, 32), overrides)
     assert (qwen.patch_size, qwen.merge_size, qwen.temporal_patch_size) == (8, 2, 2)
     assert qwen.size["longest_edge"] == 1024 and qwen.extra == 9  # fixture values: literal, and a config reference
     from transformers import Emu3ImageProcessor  # a PIL-backed class with pixel-count sizes

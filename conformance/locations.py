@@ -1,7 +1,7 @@
 """Where the suite's files live: the package data, and the published reports of a checkout.
 
 Contract: `DATA` is the package data (`conformance/data`: model fixtures,
-expectations, bench shapes). In a checkout it is a link to the repository's
+expectations, bench shapes, the supported versions). In a checkout it is a link to the repository's
 `fixtures/`, the place a person looks and edits; an installed wheel carries
 the files themselves. `require_data()` raises `DataMissing` (one line naming
 the folder and the fix) when the package was installed without them.
@@ -20,6 +20,7 @@ DATA = PACKAGE / "data"
 MODELS = DATA / "models"
 EXPECTATIONS = DATA / "expectations"
 BENCH_SHAPES = DATA / "bench" / "shapes.json"
+VERSIONS = DATA / "versions.toml"
 REPOSITORY = PACKAGE.parent
 PUBLISHED_MATRIX = REPOSITORY / "reports" / "matrix.json"
 

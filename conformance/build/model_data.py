@@ -12,9 +12,13 @@ A model fixture holds what the generic rules cannot infer, never code::
     kwargs = { num_additional_image_tokens = 1 }
 
 Contract: `model_fixture(model_type)` returns the parsed fixture or None.
-A file with an unknown key, a malformed value, or named after a model_type
-the installed transformers does not know raises `FixtureError` with one line
-naming the file, the key and the fix; `validate_all()` checks every file.
+A file with an unknown key or a malformed value raises `FixtureError` with
+one line naming the file, the key and the fix; `validate_all()` checks every
+file. The file name is a model_type: one the installed transformers has (a
+config's model_type: auto-mapped, or the config class of a discovered model),
+or one that `fixtures/versions.toml` lists for other supported versions only
+(valid and unused here: 5.24's apertus1p5 on 5.23). Any other name (a
+misspelling) is a `FixtureError`, on every version.
 """
 
 from __future__ import annotations
@@ -77,10 +81,35 @@ def _flatten(table: dict, prefix: str = "") -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=None)
-def _known_model_types() -> frozenset[str]:
+def installed_model_type(model_type: str) -> bool:
+    """Whether the installed transformers has `model_type`: an auto-mapped config's, or a discovered class's
+    config's (4.57's Qwen2_5OmniThinkerConfig is not auto-mapped; its model_type is real)."""
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    return frozenset(CONFIG_MAPPING_NAMES)
+    from conformance.discover import discover
+
+    return model_type in CONFIG_MAPPING_NAMES or any(getattr(info.config_class, "model_type", None) == model_type
+                                                     for info in discover())
+
+
+def _check_name(path: Path) -> None:
+    """FixtureError unless `path` is named after a model_type the installed transformers has, or one
+    `fixtures/versions.toml` lists for other supported versions only."""
+    from conformance import versions
+
+    model_type = path.stem
+    if installed_model_type(model_type):
+        return
+    listed = versions.versions_with(model_type)
+    here = versions.major_minor(versions.installed_version())
+    if listed is None:
+        raise FixtureError(f"{path}: no model_type {model_type!r} in the installed transformers "
+                           f"{versions.installed_version()}, nor listed for another supported version in "
+                           f"{locations.shown(locations.VERSIONS)} [model_types]; "
+                           "name the file after a config's model_type")
+    if here in listed:
+        raise FixtureError(f"{path}: {locations.shown(locations.VERSIONS)} lists model_type {model_type!r} for "
+                           f"transformers {here}, which has no such model_type; fix model_types.{model_type}")
 
 
 def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixture:
@@ -99,12 +128,8 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
     if bad:
         raise FixtureError(f"{path}: unknown key 'samples.{sorted(bad)[0]}'; allowed: {sorted(SAMPLE_KEYS)}")
     _check_processor_table(path, samples.get("processor"))
-    model_type = path.stem
-    if check_model_type and model_type not in _known_model_types():
-        raise FixtureError(
-            f"{path}: no model_type {model_type!r} in the installed transformers; "
-            "name the file after a config's model_type"
-        )
+    if check_model_type:
+        _check_name(path)
     return ModelFixture(
         path=path,
         about=data["about"],
@@ -143,10 +168,5 @@ def model_fixture(model_type: str) -> ModelFixture | None:
 
 
 def validate_all(directory: Path = MODELS_DIR, check_model_type: bool = True) -> list[ModelFixture]:
-    """Load every model fixture; raise FixtureError on the first bad one.
-
-    Fixtures are written against the gate's transformers version; on an
-    older version (`check_model_type` False) a fixture for a model that did
-    not exist yet is fine.
-    """
+    """Load every model fixture; raise FixtureError on the first bad one (`check_model_type`: see the module)."""
     return [load_model_fixture(p, check_model_type) for p in sorted(directory.glob("*.toml"))]

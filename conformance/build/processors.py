@@ -39,6 +39,17 @@ name for it, ``img_patch_token``) its id (a config reference or an int)
 where the generic naming pairs them wrongly (a config token id claimed
 there leaves its generic name, which gets a free id).
 
+transformers 4.x differs in three ways, handled by feature, not by version:
+its processors list their parts in the ``attributes`` class list (5.x:
+``get_attributes()``); a processor may check the tokenizer's class against its
+``tokenizer_class`` (PaliGemma wants a ``GemmaTokenizerFast``): the same local
+tokenizer is then built as that fast class; and a model type the image
+processor auto mapping lacks (``emu3``) uses the concrete class its processor
+declares (``image_processor_class``; an ``AutoImageProcessor`` there needs a
+checkpoint and is unavailable). A fixture kwarg the processor's ``__init__``
+does not name (4.57's JanusProcessor hard-codes 576 image tokens) cannot size
+the processor: `ProcessorUnavailable`.
+
 No hub, no files: nothing is downloaded or read from disk. Every failure
 raises `ProcessorUnavailable` with a one-line reason.
 """
@@ -144,8 +155,8 @@ def default_token_string(name: str) -> str:
 
 
 def local_tokenizer(vocab_size: int, ids: dict[str, int], strings: dict[str, str] | None = None,
-                    added: tuple[str, ...] = ()):
-    """A `PreTrainedTokenizerFast` over `vocab_size` ids with special tokens at `ids`.
+                    added: tuple[str, ...] = (), tokenizer_class=None):
+    """A `PreTrainedTokenizerFast` (or `tokenizer_class`, its subclass) over `vocab_size` ids, special tokens at `ids`.
 
     `ids` maps a token name (``image_token``) to its id; `strings` gives the
     token strings a processor expects (default `default_token_string`). Names in
@@ -187,8 +198,8 @@ def local_tokenizer(vocab_size: int, ids: dict[str, int], strings: dict[str, str
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     standard = {name: text[name] for name in STANDARD_TOKENS if name in text}
     extra = {name: text[name] for name in ids if name not in STANDARD_TOKENS}
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="left",
-                                        extra_special_tokens=extra, **standard)
+    tokenizer = (tokenizer_class or PreTrainedTokenizerFast)(tokenizer_object=backend, padding_side="left",
+                                                             extra_special_tokens=extra, **standard)
     if extra_strings:
         tokenizer.add_special_tokens({"additional_special_tokens": extra_strings})
     return tokenizer
@@ -247,12 +258,18 @@ def tiny_media_processor(cls, config, hw: tuple[int, int], overrides: dict[str, 
     return built
 
 
-def _media_class(mapping_names: dict, model_type: str, kind: str):
+def _media_class(mapping_names: dict, model_type: str, kind: str, declared: Any = None):
+    """The image/video processor class transformers maps `model_type` to; without a mapping, the concrete class a
+    4.x processor declares (``image_processor_class = "Emu3ImageProcessor"``; ``Auto*`` names no class)."""
     import importlib.util
 
     import transformers
 
     entry = mapping_names.get(model_type)
+    if entry is None:
+        names = [n for n in (declared if isinstance(declared, (list, tuple)) else [declared])
+                 if isinstance(n, str) and not n.startswith("Auto")]
+        entry = names or None
     if entry is None:
         return None
     if isinstance(entry, dict):
@@ -304,7 +321,8 @@ def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int,
         if attribute == "tokenizer":
             continue
         elif attribute == "image_processor":
-            image_cls = _media_class(IMAGE_PROCESSOR_MAPPING_NAMES, model_type, "image")
+            image_cls = _media_class(IMAGE_PROCESSOR_MAPPING_NAMES, model_type, "image",
+                                     getattr(cls, "image_processor_class", None))
             if image_cls is None:
                 raise ProcessorUnavailable(f"transformers maps no image processor to model_type {model_type!r}")
             parts[attribute] = tiny_media_processor(image_cls, config, hw, spec.image)
@@ -317,18 +335,51 @@ def build_processor(config, model_type: str, spec: ProcessorSpec, hw: tuple[int,
     configs = [c for c in (config, vision, text_config) if c is not None]
     kwargs = {name: value for name in params if name not in attributes and name not in strings
               and (value := first_value(configs, (name,))) is not None}
+    ignored = [name for name in spec.kwargs if name not in params]
+    if ignored:  # swallowed by **kwargs: the processor keeps its own value (4.57's JanusProcessor: 576 tokens)
+        raise ProcessorUnavailable(f"{cls.__name__}.__init__ takes no {ignored[0]!r}: the processor cannot be sized "
+                                   "as [samples.processor] kwargs say")
     kwargs.update({name: _resolve(config, value) for name, value in spec.kwargs.items()})
-    for _ in range(MAX_MISSING_TOKENS + 1):
-        tokenizer = local_tokenizer(int(text_config.vocab_size), ids, strings, added)
+    tokenizer_class = None
+    for _ in range(MAX_MISSING_TOKENS + 2):
+        tokenizer = local_tokenizer(int(text_config.vocab_size), ids, strings, added, tokenizer_class)
         try:
             return cls(**parts, tokenizer=tokenizer, **kwargs)
         except Exception as exc:
+            wanted = _checked_tokenizer_class(cls, exc) if tokenizer_class is None else None
+            if wanted is not None:  # a 4.x processor checks the tokenizer's class: the same tokenizer, of that class
+                tokenizer_class = wanted
+                continue
             missing = _missing_token(exc)
             if missing is None or missing in strings:
                 raise ProcessorUnavailable(f"{cls.__name__}(...) failed: {_line(exc)}") from None
             strings[missing] = default_token_string(missing)  # the processor reads it, the config does not name it
     raise ProcessorUnavailable(f"{cls.__name__} asks for more than {MAX_MISSING_TOKENS} tokens "
                                "the config does not name")
+
+
+def _checked_tokenizer_class(processor_class, exc: Exception):
+    """The fast tokenizer class a processor's class check asked for, or None.
+
+    transformers 4.x processors check the tokenizer against their
+    ``tokenizer_class`` (``("GemmaTokenizer", "GemmaTokenizerFast")``) in
+    ``ProcessorMixin.check_argument_for_proper_class`` and reject a plain
+    `PreTrainedTokenizerFast` with a TypeError; an ``AutoTokenizer`` there
+    accepts any tokenizer. The fast class of that name takes the same local
+    tokenizer object.
+    """
+    import transformers
+
+    if not (isinstance(exc, TypeError) and "for argument tokenizer" in str(exc)):
+        return None
+    declared = getattr(processor_class, "tokenizer_class", None)
+    names = declared if isinstance(declared, (list, tuple)) else [declared]
+    for name in names:
+        if isinstance(name, str) and name.endswith("Fast") and not name.startswith("Auto"):
+            found = getattr(transformers, name, None)
+            if isinstance(found, type) and issubclass(found, transformers.PreTrainedTokenizerFast):
+                return found
+    return None
 
 
 MISSING_TOKEN = re.compile(r"(?:attribute|token) '?(?P<name>\w+_token)(?:_id)?'?")

@@ -2,7 +2,9 @@
 
 Contract of `tiny_config(info)`: start from ``config_class()`` (the library's
 own defaults), shrink it generically with `shrink_tree`, then apply the data
-in ``fixtures/models/<model_type>.toml`` (section ``[config]``, dotted keys).
+in ``fixtures/models/<model_type>.toml`` (section ``[config]``, dotted keys; a
+key transformers renamed between supported versions, `fixtures/versions.toml`
+[renamed_config_keys], is applied under the installed version's name).
 The result keeps the invariants models rely on:
 
 * every width (hidden size, d_model, embed dim, and any size equal to one of
@@ -13,7 +15,9 @@ The result keeps the invariants models rely on:
 * layer counts become `LAYERS`; per-layer lists are cut to that length
   keeping every distinct layer type; layer indices (index lists,
   `per_layer_config` keys) are remapped into range;
-* rope sections (``mrope_section``) keep their ratios and sum to head_dim/2;
+* rope sections (``mrope_section``) keep their ratios and sum to head_dim/2
+  (on 4.x the rope dict is ``rope_scaling``; a config that takes sections but
+  leaves it None gets default rope with explicit sections);
 * MoE expert counts and top-k shrink together (top-k <= experts);
 * special-token ids are remapped into the small vocabulary, distinct ids stay
   distinct; an image/video placeholder id left None by the defaults gets a free id;
@@ -284,7 +288,8 @@ class _Shrinker:
                 return [1] * len(value)  # same stage count (same down-sampling), one width
             if key in INTERMEDIATE_KEYS and all(isinstance(v, int) for v in value):
                 return [INTERMEDIATE] * len(value)
-            if key == "vision_feature_layer" and all(isinstance(v, int) for v in value):
+            if key in ("vision_feature_layer", "vision_feature_layers") and all(isinstance(v, int) for v in value):
+                # (4.x names the list `vision_feature_layers`)
                 return _layer_refs(value)
             if TOKEN_ID.search(key) and all(isinstance(v, int) and not isinstance(v, bool) for v in value):
                 return [self.id_map.get(v, v) for v in value]
@@ -401,15 +406,48 @@ def _fix_head_dims(old: dict, out: dict) -> None:
 
 
 def _declares_mrope(node: dict) -> bool:
-    """Whether `node`'s config class takes multimodal rope sections (`mrope_section`)."""
+    """Whether `node`'s config class takes multimodal rope sections (`mrope_section`).
+
+    transformers 5 declares them in ``ignore_keys_at_rope_validation``; 4.x
+    config classes name them only where their ``__init__`` validates the rope
+    dict (``rope_config_validation(self, ignore_keys={"mrope_section"})``).
+    """
+    import inspect
+
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING
 
     model_type = node.get("model_type")
     try:
         cls = CONFIG_MAPPING[model_type]
     except Exception:
+        cls = _unmapped_config_class(model_type)
+    if cls is None:
         return False
-    return "mrope_section" in (getattr(cls, "ignore_keys_at_rope_validation", None) or ())
+    if hasattr(cls, "ignore_keys_at_rope_validation"):
+        return "mrope_section" in (cls.ignore_keys_at_rope_validation or ())
+    try:
+        return '"mrope_section"' in inspect.getsource(cls.__init__)
+    except (OSError, TypeError):
+        return False
+
+
+def _unmapped_config_class(model_type: Any):
+    """The imported config class of a `model_type` the auto mapping lacks (4.57's GLM-4V-MoE text config
+    calls itself ``Glm4vMoe_text``), or None."""
+    from transformers import PretrainedConfig
+
+    if not isinstance(model_type, str) or not model_type:
+        return None
+    todo, seen = list(PretrainedConfig.__subclasses__()), set()
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        if cls.__dict__.get("model_type") == model_type:
+            return cls
+        todo.extend(cls.__subclasses__())
+    return None
 
 
 def _rope_by_layer_type(out: dict) -> dict[str, dict] | None:
@@ -440,6 +478,22 @@ def _fix_mrope(out: dict) -> None:
             _fix_mrope_dict(out, rope)
         return
     rope = out.get("rope_parameters")
+    if isinstance(rope, dict):
+        _fix_mrope_dict(out, rope)
+    elif "rope_parameters" not in out and "rope_scaling" in out:
+        _fix_legacy_mrope(out)
+
+
+def _fix_legacy_mrope(out: dict) -> None:
+    """transformers 4.x: the rope dict is ``rope_scaling``, and a config that takes
+    mrope sections but leaves ``rope_scaling`` None (the 4.x default of Qwen2-VL,
+    GLM-4V ...) builds no model (its attention indexes ``rope_scaling["mrope_section"]``):
+    it gets default rope with explicit sections, as every checkpoint sets them."""
+    rope = out["rope_scaling"]
+    if rope is None:
+        if not _declares_mrope(out):
+            return
+        rope = out["rope_scaling"] = {"rope_type": "default"}
     if isinstance(rope, dict):
         _fix_mrope_dict(out, rope)
 
@@ -491,6 +545,22 @@ def set_dotted(tree: dict, dotted: str, value: Any) -> None:
     node[parts[-1]] = value
 
 
+def installed_key_path(tree: dict, dotted: str) -> str:
+    """`dotted` with each key the tree lacks replaced by its other name, when transformers renamed it between
+    supported versions and the tree has that one (`fixtures/versions.toml` [renamed_config_keys]: a fixture's
+    ``text_config.rope_scaling.rope_type`` is ``text_config.rope_parameters.rope_type`` on 5.x)."""
+    from conformance.versions import renamed_config_keys
+
+    renamed = renamed_config_keys()
+    node, parts = tree, []
+    for part in dotted.split("."):
+        if isinstance(node, dict) and part not in node and renamed.get(part) in node:
+            part = renamed[part]
+        parts.append(part)
+        node = node.get(part) if isinstance(node, dict) else None
+    return ".".join(parts)
+
+
 def _fill_unset_subconfigs(info: ModelInfo, tree: dict) -> None:
     """A modality's sub-config the defaults leave None (vision_config for an image
     model, audio_config for an audio one) gets that sub-config class's defaults,
@@ -518,7 +588,7 @@ def tiny_config(info: ModelInfo) -> TinyModel:
     if fixture and fixture.config:
         source = "auto+fixture"
         for dotted, value in fixture.config.items():
-            set_dotted(tree, dotted, value)
+            set_dotted(tree, installed_key_path(tree, dotted), value)
     for key in ("transformers_version", "architectures", "_name_or_path"):
         tree.pop(key, None)
     config = info.config_class.from_dict(tree)

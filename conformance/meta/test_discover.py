@@ -5,10 +5,17 @@ import transformers
 from conformance.discover import SUFFIX, by_name, discover
 
 
+def _is_pytorch_model(name: str) -> bool:
+    obj = getattr(transformers, name, None)
+    return (isinstance(obj, type) and type(obj).__name__ != "DummyObject"
+            and issubclass(obj, transformers.PreTrainedModel))
+
+
 def test_every_exported_class_is_discovered_once():
     exported = {n for n in dir(transformers) if n.endswith(SUFFIX)}
-    index = by_name()
-    assert exported <= set(index) | {n for n in exported if not isinstance(getattr(transformers, n, None), type)}
+    left_out = sorted(exported - set(by_name()))
+    # Only non-PyTorch twins may be left out: 4.x exports TF*/Flax* classes (dummies without TF/Flax installed).
+    assert all(n.startswith(("TF", "Flax")) and not _is_pytorch_model(n) for n in left_out), left_out[:5]
     names = [i.name for i in discover()]
     assert len(names) == len(set(names))
     assert names == sorted(names)
@@ -27,6 +34,4 @@ def test_modalities_always_include_text_and_image_text_implies_image():
         if info.is_image_text:
             assert "image" in info.modalities
 
-
-def test_image_text_classes_are_many():
-    assert sum(i.is_image_text for i in discover()) >= 50
+# How many image-text classes a version has is version data: test_versions.py.

@@ -1,7 +1,7 @@
 """The flow is the layout: each stage imports only the stages before it; readers stay light.
 
 Stages, in order (docs/design.md): the shared nouns at the package top
-(fingerprints, locations, reasons, tolerances, verdicts) -> discover -> build -> checks ->
+(fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> build -> checks ->
 report -> gate -> run -> tools. A module may import its own stage and any
 earlier one, at module level or inside a function; never a later one.
 """
@@ -18,7 +18,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 STAGES = ("nouns", "discover", "build", "checks", "report", "gate", "run", "tools")
 NOUNS = ("conformance", "conformance.fingerprints", "conformance.locations", "conformance.reasons",
-         "conformance.tolerances", "conformance.verdicts")
+         "conformance.tolerances", "conformance.verdicts", "conformance.versions")
 
 
 def stage_of(module: str) -> str | None:
@@ -112,7 +112,8 @@ def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
      "conformance.report.io", "conformance.report.summary", "conformance.report.page", "conformance.report.pages",
      "conformance.report.reproduce", "conformance.gate.expectations", "conformance.gate.update",
      "conformance.gate.ratchet", "conformance.fingerprints", "conformance.tools.cli",
-     "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations"),
+     "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations",
+     "conformance.versions"),
     ("conformance.run.plugin",),
 ])
 def test_readers_import_no_torch(modules):

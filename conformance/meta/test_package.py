@@ -37,6 +37,7 @@ def test_the_wheel_carries_every_fixture(wheel):
         assert files, f"fixtures/{folder} is empty"
         missing = [f.name for f in files if f"conformance/data/{folder}/{f.name}" not in names]
         assert missing == [], f"the wheel lacks conformance/data/{folder}/: {missing}"
+    assert "conformance/data/versions.toml" in names, "the wheel lacks conformance/data/versions.toml"
 
 
 def test_the_wheel_registers_the_pytest_plugin(wheel):

@@ -76,15 +76,23 @@ def test_tokens_a_processor_asks_for_are_recognised():
     assert _missing_token(AttributeError("no attribute patch_size")) is None
 
 
-def test_image_processor_sizes_come_from_the_tiny_config():
-    from transformers import CLIPImageProcessorPil, Qwen2VLImageProcessorPil
+def _image_processor_class(model_type):
+    """The image processor the processor path uses for `model_type` (the auto mapping names it:
+    ``CLIPImageProcessorPil`` in 5.x, ``CLIPImageProcessor`` in 4.x)."""
+    from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
+    from conformance.build.processors import _media_class
+
+    return _media_class(IMAGE_PROCESSOR_MAPPING_NAMES, model_type, "image")
+
+
+def test_image_processor_sizes_come_from_the_tiny_config():
     vision = SimpleNamespace(patch_size=8, spatial_merge_size=2, temporal_patch_size=2)
     config = SimpleNamespace(vision_config=vision, image_seq_length=9)
-    clip = tiny_media_processor(CLIPImageProcessorPil, config, (32, 48), {})
+    clip = tiny_media_processor(_image_processor_class("clip"), config, (32, 48), {})
     assert clip.size == {"shortest_edge": 32} and clip.crop_size == {"height": 32, "width": 48}
     overrides = {"size": {"shortest_edge": 1024, "longest_edge": 1024}, "extra": "config.image_seq_length"}
-    qwen = tiny_media_processor(Qwen2VLImageProcessorPil, config, (32, 32), overrides)
+    qwen = tiny_media_processor(_image_processor_class("qwen2_vl"), config, (32, 32), overrides)
     assert (qwen.patch_size, qwen.merge_size, qwen.temporal_patch_size) == (8, 2, 2)
     assert qwen.size["longest_edge"] == 1024 and qwen.extra == 9  # fixture values: literal, and a config reference
     from transformers import Emu3ImageProcessor  # a PIL-backed class with pixel-count sizes
@@ -141,3 +149,34 @@ def test_fixture_processor_table_is_validated(tmp_path):
     bad.write_text('about = "x"\n[samples.processor]\nimage_size = "big"\n')
     with pytest.raises(FixtureError, match="image_size' must be an int or"):
         load_model_fixture(bad, check_model_type=False)
+
+
+def test_a_processor_that_checks_its_tokenizer_class_gets_that_fast_class():
+    from transformers import PreTrainedTokenizerFast
+
+    from conformance.build.processors import _checked_tokenizer_class
+
+    processor_class = SimpleNamespace(tokenizer_class=("SomeSlowTokenizer", "PreTrainedTokenizerFast"))
+    error = TypeError("Received a X for argument tokenizer, but a ('A', 'B') was expected.")  # 4.x's check
+    assert _checked_tokenizer_class(processor_class, error) is PreTrainedTokenizerFast
+    assert _checked_tokenizer_class(processor_class, TypeError("other")) is None
+    assert _checked_tokenizer_class(SimpleNamespace(tokenizer_class="AutoTokenizer"), error) is None
+
+
+def test_a_fixture_kwarg_the_processor_does_not_take_makes_it_unavailable(llava):
+    config = llava[0].config
+    with pytest.raises(ProcessorUnavailable, match=r"LlavaProcessor.__init__ takes no 'no_such_kwarg'"):
+        build_processor(config, "llava", ProcessorSpec(kwargs={"no_such_kwarg": 1}), (32, 32), config.text_config)
+
+
+def test_an_unavailable_processor_gives_the_model_derived_sample_and_says_so(llava):
+    from conformance.build.strategies import auto_select
+    from conformance.build.strategies.processor import FALLBACK_SUFFIX
+
+    ctx = _ctx(llava, {"kwargs": {"no_such_kwarg": 1}})
+    sample = get_strategy("processor")(ctx)
+    derived = get_strategy(auto_select(ctx))(ctx)
+    assert sample.strategy == derived.strategy + FALLBACK_SUFFIX
+    assert "takes no 'no_such_kwarg'" in sample.notes["processor_unavailable"]
+    assert sample.inputs.keys() == derived.inputs.keys()
+    assert all(torch.equal(sample.inputs[k], derived.inputs[k]) for k in derived.inputs)

@@ -46,6 +46,19 @@ def test_fixture_for_unknown_model_type_is_an_error(tmp_path):
         fixtures.load_model_fixture(path)
 
 
+def test_fixture_for_a_model_type_of_another_supported_version_is_valid_here(tmp_path, monkeypatch):
+    from conformance import versions
+
+    path = tmp_path / "no_such_model_type.toml"
+    path.write_text('about = "x"\n')
+    monkeypatch.setattr(versions, "versions_with", lambda model_type: ("0.1",))  # only 0.1 has it
+    assert fixtures.load_model_fixture(path).about == "x"
+    here = versions.major_minor(versions.installed_version())
+    monkeypatch.setattr(versions, "versions_with", lambda model_type: (here,))  # listed for this version: wrong
+    with pytest.raises(fixtures.FixtureError, match="which has no such model_type"):
+        fixtures.load_model_fixture(path)
+
+
 def test_fixture_with_bad_toml_is_one_line(tmp_path):
     path = tmp_path / "llava.toml"
     path.write_text("about = \n")

@@ -13,6 +13,7 @@
     conformance expectations --update RUN.json [--file PATH]
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance bench [ARGS...]
+    conformance versions [--ci]
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -208,6 +209,24 @@ def cmd_expectations(args) -> int:
     return 0
 
 
+def cmd_versions(args) -> int:
+    from conformance import versions
+
+    try:
+        supported, models = versions.supported(), versions.ci_models()
+    except versions.VersionsError as exc:
+        raise CliError(str(exc)) from None
+    for version in supported:
+        if args.ci:  # what .ci/run reads: one line per version it tests with the subset
+            if not version.is_gate:
+                print(version.env, version.constraints, ",".join(models))
+            continue
+        how = "every class, every check" if version.is_gate else f"meta tests, {len(models)} classes ([ci] models)"
+        print(f"transformers {version.transformers:<8} tox -e {version.env:<6} constraints/{version.constraints:<10} "
+              f"CI: {how}")
+    return 0
+
+
 class _Selection:
     """The selection options of `plan`, read as the plugin reads pytest's (`getoption`)."""
 
@@ -325,6 +344,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=2, help="xdist workers per shard (default: 2)")
     p.add_argument("--json", action="store_true", help="one JSON object (classes, shards, specs) for a CI matrix")
     p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("versions", help="the supported transformers versions and how CI tests each")
+    p.add_argument("--ci", action="store_true", help="`env constraints classes` per version CI runs a subset of")
+    p.set_defaults(func=cmd_versions)
 
     sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
     return parser

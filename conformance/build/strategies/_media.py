@@ -101,15 +101,46 @@ def count_placeholders(ctx, media_kwargs: dict[str, Any], images: int, method: s
     Calls the model's `get_image_features` (or `method`) with the sample's media inputs and
     divides the number of feature vectors by the number of images.
     """
+    fn = _get_image_features(ctx.model, method)
+    with torch.no_grad():
+        try:
+            features = _call_with(fn, media_kwargs)
+        except TypeError as exc:
+            # A wrapper that hands its base model arguments the base model's method does not take
+            # (transformers 4.57: GotOcr2ForConditionalGeneration.get_image_features passes
+            # vision_feature_layer to GotOcr2Model.get_image_features): the base model's own method,
+            # which is what the forward calls.
+            base = getattr(getattr(ctx.model, "model", None), method, None)
+            if base is None or base == fn or "unexpected keyword argument" not in str(exc):
+                raise
+            features = _call_with(base, media_kwargs)
+    return per_image(encoder_features(features), images)
+
+
+def encoder_features(output: Any) -> Any:
+    """The image features in what an encoder method returns.
+
+    transformers 5 returns a ModelOutput (the features are its `pooler_output`
+    or first field). 4.x returns extra outputs next to the features in a plain
+    tuple: ``(features, visual_indicator_features)`` (Ovis2),
+    ``(per-image features, deepstack features)`` (Qwen3-VL). Such a tuple, whose
+    items are not tensors of one rank, holds the features first; a tuple of
+    tensors of one rank is one tensor per image (Qwen2-VL's split) and counts whole.
+    """
+    if isinstance(output, tuple) and len(output) > 1:
+        ranks = {item.dim() if isinstance(item, torch.Tensor) else None for item in output}
+        if None in ranks or len(ranks) > 1:
+            return output[0]
+    return output
+
+
+def _call_with(fn, media_kwargs: dict[str, Any]) -> Any:
+    """`fn` over the media kwargs its signature takes (all of them when it takes **kwargs)."""
     import inspect
 
-    fn = _get_image_features(ctx.model, method)
     params = inspect.signature(fn).parameters
     takes_kwargs = any(p.kind is p.VAR_KEYWORD for p in params.values())
-    kwargs = {k: v for k, v in media_kwargs.items() if k in params or takes_kwargs}
-    with torch.no_grad():
-        features = fn(**kwargs)
-    return per_image(features, images)
+    return fn(**{k: v for k, v in media_kwargs.items() if k in params or takes_kwargs})
 
 
 class _Captured(Exception):

@@ -12,8 +12,19 @@ fixture chooses it with ``[samples] strategy = "processor"`` (and may add a
 Cross-check: the placeholders the processor wrote per image must equal what
 the model's own encoder emits for the processor's pixels
 (`count_placeholders`); if not, the sample is refused with a ValueError that
-gives both numbers. A processor that cannot be built raises
-`ProcessorUnavailable`; there is no fallback to another strategy.
+gives both numbers.
+
+A processor that cannot be built here (`ProcessorUnavailable`: no processor
+or image-processor class for the model type in the installed transformers,
+an ``AutoImageProcessor`` that only a checkpoint resolves, a part that needs
+torchvision...) gives way to the model-derived sample: the strategy
+`auto_select` picks from the forward signature and config, exactly as for a
+class without a fixture. The sample says so: its strategy is recorded as
+``"<strategy> (processor unavailable)"`` and ``notes["processor_unavailable"]``
+holds the reason, so the envelope shows which classes did not go through
+their processor and why. Only a processor that cannot be *built* falls back:
+one that is built but rejects the prompt, or whose placeholder count the
+encoder disagrees with, is an error as before.
 """
 
 from __future__ import annotations
@@ -21,9 +32,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from conformance.build.processors import ProcessorSpec, build_processor, image_marker
+from conformance.build.processors import ProcessorSpec, ProcessorUnavailable, build_processor, image_marker
 from conformance.build.samples import BATCH, TEXT_TOKENS, Sample
-from conformance.build.strategies import register
+from conformance.build.strategies import auto_select, get_strategy, register
 from conformance.build.strategies._media import count_placeholders, image_hw, image_token_id
 from conformance.build.strategies.text import decoder_inputs, is_encoder_decoder
 
@@ -85,9 +96,23 @@ def processor_inputs(ctx):
     raise ValueError(f"{type(processor).__name__} writes tokens {added} outside the tiny vocabulary of {vocab}")
 
 
+FALLBACK_SUFFIX = " (processor unavailable)"
+
+
+def model_derived_sample(ctx, why: ProcessorUnavailable) -> Sample:
+    """The sample of the strategy the forward signature and config select, marked as a fallback."""
+    sample = get_strategy(auto_select(ctx))(ctx)
+    sample.strategy = f"{sample.strategy}{FALLBACK_SUFFIX}"
+    sample.notes = {**sample.notes, "processor_unavailable": str(why)}
+    return sample
+
+
 @register("processor")
 def processor_sample(ctx) -> Sample:
-    processor, out = processor_inputs(ctx)
+    try:
+        processor, out = processor_inputs(ctx)
+    except ProcessorUnavailable as exc:
+        return model_derived_sample(ctx, exc)
     accepted = ctx.forward_params
     inputs = {k: v for k, v in out.items()
               if k in accepted and k not in TRAINING_KEYS and isinstance(v, torch.Tensor)}

@@ -39,11 +39,23 @@ def qformer_inputs(ctx, gen: torch.Generator) -> dict:
     return {"qformer_input_ids": ids, "qformer_attention_mask": torch.ones_like(ids)}
 
 
+def is_video_model(ctx) -> bool:
+    """Frames through `get_video_features`: the model has that method and no image encoder, or its config
+    names a video placeholder and no image one (transformers 4.57's InstructBLIP-Video keeps an empty
+    `get_image_features` stub that returns None next to its real `get_video_features`)."""
+    if not has_encoder_method(ctx.model, "get_video_features"):
+        return False
+    if not has_encoder_method(ctx.model):
+        return True
+    names = set(ctx.config.to_dict())
+    return bool(names & {"video_token_id", "video_token_index"}) and not names & {"image_token_id", "image_token_index"}
+
+
 @register("query_tokens", when=uses_query_tokens, priority=30)
 def query_tokens(ctx) -> Sample:
     gen = ctx.generator()
     h, w = image_hw(ctx)
-    video = not has_encoder_method(ctx.model) and has_encoder_method(ctx.model, "get_video_features")
+    video = is_video_model(ctx)
     frames = int(ctx.recipe.get("frames", FRAMES)) if video else 1
     shape = (BATCH, frames, channels(ctx), h, w) if video else (BATCH, channels(ctx), h, w)
     media = {"pixel_values": pixels(shape, gen)}

@@ -23,6 +23,7 @@ Contracts:
 
 from __future__ import annotations
 
+import functools
 import inspect
 import time
 from typing import Any
@@ -160,6 +161,9 @@ class DecoderPart(torch.nn.Module):
         self.owner = owner
         self.max_len = max_len
         self.kwarg = cache_kwarg(owner)
+        # transformers 4.x: a static cache layer keeps no length of its own; the positions it writes come from
+        # the `cache_position` input, which generate passes at every step (and which 5.x no longer takes).
+        self.positions = "cache_position" in inspect.signature(owner.forward).parameters and not _layers_count_length()
 
     def new_cache(self):
         # A window holding the whole generation behaves as a full layer; the
@@ -175,12 +179,26 @@ class DecoderPart(torch.nn.Module):
         else:
             for layer in layers:
                 layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
+        if self.positions:
+            start = layers[0].cumulative_length if layers else 0
+            text = {**text, "cache_position": torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device) + start}
         output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.kwarg: cache}, **text)
         logits = logits_of(output)[:, -1, :]
+        if self.positions:  # the layers kept no length: count the written tokens here, as 5.x layers do
+            for layer in layers:
+                layer.cumulative_length.add_(inputs_embeds.shape[1])
         if cache_tensors is not None:
             return logits
         state = [t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)]
         return (logits, *state)
+
+
+@functools.lru_cache(maxsize=1)
+def _layers_count_length() -> bool:
+    """Whether a StaticCache layer keeps its own length tensor (`cumulative_length`, transformers 5)."""
+    from transformers.cache_utils import StaticLayer
+
+    return isinstance(getattr(StaticLayer(1), "cumulative_length", None), torch.Tensor)
 
 
 def _triples(flat: list[torch.Tensor]):

@@ -1,0 +1,118 @@
+"""The version matrix as data (fixtures/versions.toml): it matches tox, the constraints and the expectations files,
+and its per-version facts hold on the installed transformers (CI runs these tests on every version it lists)."""
+
+from __future__ import annotations
+
+import configparser
+import re
+from pathlib import Path
+
+import pytest
+
+from conformance import locations, versions
+from conformance.build import model_data
+from conformance.tools import cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _installed_or_skip() -> versions.Version:
+    entry = versions.installed()
+    if entry is None:
+        pytest.skip(f"transformers {versions.installed_version()} is not a supported version "
+                    f"(fixtures/versions.toml): its per-version data is not checked here")
+    return entry
+
+
+def test_every_supported_version_is_a_tox_env_pinned_by_its_constraints():
+    tox = configparser.ConfigParser(interpolation=None)
+    tox.read(ROOT / "tox.ini")
+    envs = [e.strip() for e in tox["tox"]["env_list"].split(",")]
+    for entry in versions.supported():
+        assert entry.env in envs, f"tox.ini env_list lacks {entry.env}"
+        pins = (ROOT / "constraints" / entry.constraints).read_text()
+        assert re.search(rf"^transformers=={re.escape(entry.transformers)}$", pins, re.M), entry.constraints
+        assert f"{entry.env}: -r {{tox_root}}/constraints/{entry.constraints}" in tox["testenv"]["deps"]
+
+
+def test_every_supported_version_has_its_expectations_file():
+    from conformance.gate.expectations import path_for_version
+
+    for entry in versions.supported():
+        assert path_for_version(entry.transformers).exists(), f"no {path_for_version(entry.transformers).name}"
+
+
+def test_the_installed_transformers_is_the_pinned_patch_release():
+    entry = _installed_or_skip()
+    assert versions.installed_version() == entry.transformers
+
+
+def test_the_image_text_classes_are_as_many_as_the_version_data_says():
+    from conformance.discover import discover
+
+    entry = _installed_or_skip()
+    assert sum(info.is_image_text for info in discover()) == entry.image_text_classes
+
+
+def test_fixture_model_types_missing_here_are_listed_exactly():
+    """Known here <=> not listed, or listed with this version: the data is exact on every supported version."""
+    here = _installed_or_skip().minor
+    for path in sorted(locations.MODELS.glob("*.toml")):
+        listed = versions.versions_with(path.stem)
+        expected = listed is None or here in listed
+        assert model_data.installed_model_type(path.stem) == expected, (path.name, listed)
+
+
+def test_every_listed_model_type_has_a_fixture_and_a_supported_version_without_it():
+    minors = {v.minor for v in versions.supported()}
+    for model_type, listed in versions.listed_model_types().items():
+        assert (locations.MODELS / f"{model_type}.toml").exists(), model_type
+        assert set(listed) < minors, f"{model_type}: every supported version has it; remove it from the list"
+
+
+def test_the_ci_classes_are_discovered_here():
+    from conformance.discover import by_name
+
+    entry = _installed_or_skip()
+    missing = [name for name in versions.ci_models() if name not in by_name()]
+    assert not missing, f"[ci] models names classes transformers {entry.transformers} lacks: {missing}"
+
+
+def test_the_command_lists_the_versions_and_what_ci_runs(capsys):
+    assert cli.main(["versions", "--ci"]) == 0
+    lines = [line.split() for line in capsys.readouterr().out.splitlines()]
+    others = [v for v in versions.supported() if not v.is_gate]
+    assert [(env, constraints) for env, constraints, _ in lines] == [(v.env, v.constraints) for v in others]
+    assert all(models.split(",") == list(versions.ci_models()) for *_, models in lines)
+    assert cli.main(["versions"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == len(versions.supported())
+
+
+def test_ci_runs_the_version_matrix_from_the_data():
+    script = (ROOT / ".ci" / "run").read_text()
+    assert "conformance versions --ci" in script and '--models "$models"' in script
+
+
+GOOD = ('[[version]]\ntransformers = "5.24.0"\nenv = "gate"\nconstraints = "gate.txt"\nimage_text_classes = 1\n'
+        '[ci]\nmodels = ["LlavaForConditionalGeneration"]\n')
+
+
+@pytest.mark.parametrize("text, message", [
+    (GOOD + '[model_types]\nfoo = ["4.1"]\n', r"model_types\.foo must list the supported versions"),
+    ('[[version]]\ntransformers = "5.24.0"\n', r"version #1: 'constraints' is missing or unknown"),
+    (GOOD.replace('"gate"', '"tf524"'), r"the newest \[\[version\]\] must be the one with env = 'gate'"),
+    (GOOD.replace("models", "classes"), r"\[ci\] must hold models"),
+    (GOOD + "[renamed_config_keys]\na = 1\n", r"renamed_config_keys\.a must be the key's other name"),
+    ("version = [", "not valid TOML"),
+])
+def test_a_bad_versions_file_is_one_line(tmp_path, text, message):
+    path = tmp_path / "versions.toml"
+    path.write_text(text)
+    with pytest.raises(versions.VersionsError, match=message) as info:
+        versions.load(path)
+    assert "\n" not in str(info.value)
+
+
+def test_the_good_file_parses():
+    path_data = versions.load(locations.VERSIONS)
+    assert path_data.versions[0].is_gate and versions.renamed_config_keys()["rope_parameters"] == "rope_scaling"

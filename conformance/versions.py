@@ -1,0 +1,155 @@
+"""The supported transformers versions and what differs between them, as data: `fixtures/versions.toml`.
+
+A shared noun (torch-free): the build stage reads it (fixture model types,
+renamed config keys), the `conformance versions` command prints it for
+people and for `.ci/run`, the meta tests check it against tox, the
+constraints and the installed transformers.
+
+Contracts:
+
+* `supported()` lists the supported versions, newest first; the newest is
+  the gate's (tox env ``gate``: CI runs every class there), every other one
+  is tested in CI with its meta tests and the `ci_models()` classes, in its
+  own venv and against its own expectations file. Each is a tox env pinned by
+  a constraints file, with its count of image-text classes.
+* `installed()` is the entry of the installed transformers (matched on
+  major.minor, like the expectations files), or None (another version, a
+  development checkout).
+* `versions_with(model_type)` is the supported versions (major.minor) that
+  have a model type with a fixture that not every supported version has, or
+  None when the file does not list it (every supported version has it).
+* `renamed_config_keys()` maps a config key transformers renamed between
+  supported versions to its other name, both ways.
+* A bad file raises `VersionsError`: one line naming the file, the entry and
+  the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+
+import tomllib
+
+from conformance import locations
+
+VERSION_KEYS = ("transformers", "env", "constraints", "image_text_classes")
+TOP_KEYS = ("version", "ci", "model_types", "renamed_config_keys")
+GATE_ENV = "gate"
+
+
+class VersionsError(ValueError):
+    """fixtures/versions.toml is unusable; the message is one line for a person."""
+
+
+@dataclass(frozen=True)
+class Version:
+    transformers: str  # the exact release the constraints file pins
+    env: str  # its tox env
+    constraints: str  # its file under constraints/
+    image_text_classes: int  # discovered classes transformers maps to image-text-to-text
+
+    @property
+    def minor(self) -> str:
+        return major_minor(self.transformers)
+
+    @property
+    def is_gate(self) -> bool:
+        return self.env == GATE_ENV
+
+
+@dataclass(frozen=True)
+class VersionData:
+    versions: tuple[Version, ...]
+    ci_models: tuple[str, ...]
+    model_types: dict[str, tuple[str, ...]]
+    renamed: dict[str, str]
+
+
+def major_minor(version: str) -> str:
+    """``4.57.6`` -> ``4.57``; ``5.25.0.dev0`` -> ``5.25``."""
+    return ".".join(version.split(".")[:2])
+
+
+def _order(version: str) -> tuple[int, ...]:
+    return tuple(int("".join(ch for ch in part if ch.isdigit()) or 0) for part in version.split(".")[:3])
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+@functools.lru_cache(maxsize=None)
+def load(path: Path | None = None) -> VersionData:
+    """The parsed file (default `locations.VERSIONS`); VersionsError when it is unusable."""
+    path = path or locations.VERSIONS
+    name = locations.shown(path)
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise VersionsError(f"{name}: not valid TOML ({' '.join(str(exc).split())}); fix the syntax") from None
+    extra = sorted(set(data) - set(TOP_KEYS))
+    if extra:
+        raise VersionsError(f"{name}: unknown top-level key {extra[0]!r}; the file holds {', '.join(TOP_KEYS)}")
+    versions = []
+    for i, entry in enumerate(data.get("version", []), start=1):
+        wrong = sorted(set(VERSION_KEYS) ^ set(entry))
+        if wrong:
+            raise VersionsError(f"{name}: version #{i}: {wrong[0]!r} is missing or unknown; each [[version]] has "
+                                f"exactly {', '.join(VERSION_KEYS)}")
+        versions.append(Version(**entry))
+    ordered = tuple(sorted(versions, key=lambda v: _order(v.transformers), reverse=True))
+    if not ordered or not ordered[0].is_gate or sum(v.is_gate for v in ordered) != 1:
+        raise VersionsError(f"{name}: the newest [[version]] must be the one with env = {GATE_ENV!r} "
+                            "(the version CI tests in full), and no other")
+    ci = data.get("ci", {})
+    if set(ci) != {"models"} or not _strings(ci["models"]) or not ci["models"]:
+        raise VersionsError(f"{name}: [ci] must hold models = [class names] (what CI runs on the other versions)")
+    minors = [v.minor for v in ordered]
+    types = {}
+    for model_type, listed in data.get("model_types", {}).items():
+        if not (_strings(listed) and listed and all(m in minors for m in listed)):
+            raise VersionsError(f"{name}: model_types.{model_type} must list the supported versions (major.minor) "
+                                f"that have it, some of {minors}")
+        types[model_type] = tuple(listed)
+    renamed = {}
+    for old, new in data.get("renamed_config_keys", {}).items():
+        if not isinstance(new, str) or old == new:
+            raise VersionsError(f"{name}: renamed_config_keys.{old} must be the key's other name (a string)")
+        renamed[old], renamed[new] = new, old
+    return VersionData(versions=ordered, ci_models=tuple(ci["models"]), model_types=types, renamed=renamed)
+
+
+def supported() -> tuple[Version, ...]:
+    return load().versions
+
+
+def ci_models() -> tuple[str, ...]:
+    """The classes CI gates on every supported version but the gate's."""
+    return load().ci_models
+
+
+def installed_version() -> str:
+    import transformers  # lazy: no torch
+
+    return transformers.__version__
+
+
+def installed() -> Version | None:
+    """The supported version the installed transformers is (same major.minor), or None."""
+    minor = major_minor(installed_version())
+    return next((v for v in supported() if v.minor == minor), None)
+
+
+def listed_model_types() -> dict[str, tuple[str, ...]]:
+    return dict(load().model_types)
+
+
+def versions_with(model_type: str) -> tuple[str, ...] | None:
+    return load().model_types.get(model_type)
+
+
+def renamed_config_keys() -> dict[str, str]:
+    """A config key renamed between supported versions -> its other name (both directions)."""
+    return dict(load().renamed)

@@ -11,8 +11,10 @@ Contracts (the hooks of `LifecycleHooks`):
 * at session end (also after Ctrl-C) the controller writes the envelope
   once, adds it under ``conformance`` to pytest-json-report's file when that
   plugin is active, and clears the parts;
-* the terminal header says what a selection or shard option chose; the
-  summary says how many cells were written where.
+* the terminal header says what a selection or shard option chose, and
+  which checks are not run because their required packages are missing
+  (one line per missing extra, with the install command); the summary says
+  how many cells were written where.
 """
 
 from __future__ import annotations
@@ -26,6 +28,14 @@ import pytest
 from conformance.report import envelope as report
 from conformance.report import io
 from conformance.run import isolation, shards
+
+
+def not_run_lines(not_run: dict[str, str]) -> list[str]:
+    """`conformance: not run: a, b (needs ..., not installed: pip install ...)`, one line per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for check_id, why in not_run.items():
+        by_reason.setdefault(why, []).append(check_id)
+    return [f"conformance: not run: {', '.join(ids)} ({why})" for why, ids in by_reason.items()]
 
 
 class LifecycleHooks:
@@ -57,10 +67,13 @@ class LifecycleHooks:
         gc.freeze()
 
     def pytest_report_header(self, config):
-        """What a selection or shard option chose, before anything runs (no line without one)."""
+        """What a selection or shard option chose, and which checks cannot run here, before anything runs."""
         state, option = self.session, config.getoption
-        if state.is_worker or not (state.has_selection() or option("shard")):
+        if state.is_worker:
             return None
+        lines = not_run_lines(state.not_run)
+        if not (state.has_selection() or option("shard")):
+            return lines or None
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"
         line = f"conformance: {len(names)} classes {how}"
@@ -69,7 +82,7 @@ class LifecycleHooks:
             line += f"; shard {option('shard')}: {len(names)} of them"
         if any(name in state.estimates() for name in names):
             line += f", about {shards.expected_seconds(names, state.estimates()):.0f} s of cells in one process"
-        return line
+        return [line] + lines
 
     # -- end
 

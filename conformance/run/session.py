@@ -3,7 +3,9 @@
 Contract: `Session(config)` holds what every hook of the run needs;
 `validate()` resolves every option and input file (a bad one raises
 `options.UsageError`, one line) and is called before anything runs or is
-written; `case_for(name)` builds a class's `Case` once per process (the
+written; `not_run` is then the checks the run would include but that
+cannot run here (their required packages are missing: id -> why; naming
+one in --checks is a UsageError instead); `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
 model or its inputs cannot be made, and failing at once a class whose build
 ended an earlier process; `write(...)` appends a cell's record to this
@@ -21,7 +23,7 @@ import pytest
 
 from conformance.build.case import Case, TransformersCases
 from conformance.checks.common.outcome import Outcome
-from conformance.checks.common.registry import check_ids, describe
+from conformance.checks.common.registry import check_ids, describe, unavailable
 from conformance.reasons import one_line
 from conformance.report import envelope as report
 from conformance.report import io
@@ -59,6 +61,7 @@ class Session:
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
         self.checks = options.split(config.getoption("checks"))
+        self.not_run: dict[str, str] = {}
         self.expectations: dict = {}
         self.expectations_file: Path | None = None
         self.device = ""
@@ -80,6 +83,7 @@ class Session:
 
         options.check_data()
         options.check_ids(self.checks, check_ids())
+        self.not_run = options.unavailable_checks(self.checks, check_ids(), unavailable)
         options.check_shard(self.config.getoption("shard"))
         options.check_seconds("--cell-timeout", self.cell_timeout)
         options.check_seconds("--cell-timeout-grace", self.grace)
@@ -205,9 +209,11 @@ class Session:
         if not records and not self.config.getoption("shard"):
             return None
         models = sorted({r["model"] for r in records})
-        checks = [c for c in check_ids() if any(r["check"] == c for r in records)]
+        # The columns: those with cells, and those this run would have had but could not run (said so, not hidden).
+        checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)]
         env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
-        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks))
+        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks),
+                                         not_run=self.not_run)
         io.write_json_atomic(self.matrix_out, envelope)
         return envelope

@@ -9,7 +9,10 @@ too (the model failed under the check), reported with its type, message and
 the innermost transformers frame (`conformance.reasons.one_line`).
 `run_check(check_id, case)` turns all of this into an `Outcome` with
 `seconds` and `cpu_seconds` metrics; checks never decide xfail/xpass (the
-gate does).
+gate does). A check whose required packages are missing is not run:
+`run_check` raises `registry.NotInstalled` (one line naming them and the
+install command) instead of making an Outcome, so that "not installed" is
+never a skip ("does not apply").
 """
 
 from __future__ import annotations
@@ -48,8 +51,11 @@ class Outcome:
 
 def run_check(check_id: str, case) -> Outcome:
     """Run one registered check on `case` and classify what happened."""
-    from conformance.checks.common.registry import get
+    from conformance.checks.common.registry import NotInstalled, get, unavailable
 
+    why = unavailable(check_id)
+    if why:
+        raise NotInstalled(f"{check_id} {why}")
     fn = get(check_id).run
     started = time.perf_counter()
     cpu_started = time.process_time()

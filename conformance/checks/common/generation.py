@@ -17,7 +17,8 @@ Contracts:
 * `ExportedGeneration(model, inputs)` exports the parts for one prompt and
   decodes greedily from them (`generate`): placeholder merge with a
   ``masked_scatter`` and the argmax are the runner's glue;
-  `eager_tokens(model, inputs, n)` is eager ``generate``'s greedy tokens.
+  `eager_tokens(model, inputs, n)` is eager ``generate``'s greedy tokens
+  (`greedy_generate` the call itself, for more of its outputs).
 """
 
 from __future__ import annotations
@@ -211,16 +212,20 @@ def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: di
 # --- generation -----------------------------------------------------------------------------------
 
 
-def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:
-    """The `new_tokens` greedy tokens of eager `generate` (end-of-sequence ignored)."""
+def greedy_generate(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int, **options):
+    """Eager greedy `generate` of exactly `new_tokens` tokens (end-of-sequence ignored); `options` go to it."""
     config = model.generation_config
     config.eos_token_id = None
     if config.pad_token_id is None:
         config.pad_token_id = 0
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             num_beams=1)
-    return out[:, -new_tokens:]
+        return model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              num_beams=1, **options)
+
+
+def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:
+    """The `new_tokens` greedy tokens of eager `generate` (end-of-sequence ignored)."""
+    return greedy_generate(model, inputs, new_tokens)[:, -new_tokens:]
 
 
 class ExportedGeneration:

@@ -11,14 +11,14 @@ export tolerance; the decode steps feed the tokens the eager parts chose, so
 one near-tie cannot cascade. The cache tensors the step program mutates come
 back from the runtime as its first outputs and are carried to the next step.
 
-Optional: without the ``executorch`` package (extra ``[executorch]``) the
-cell is a `skip` naming the install command. Metrics: `lower_seconds`,
+Optional: it requires the ``[executorch]`` extra; where it is not
+installed the column is not run (its cells are deselected and the report
+says "not run", `registry.unavailable`). Metrics: `lower_seconds`,
 `max_abs_diff`, `steps`.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
 import torch
@@ -32,11 +32,6 @@ from conformance.checks.common.registry import check
 from conformance.reasons import one_line
 
 STEPS = 2
-INSTALL_HINT = "pip install 'vlm-conformance[executorch]' (see docs/executorch.md for the versions that work together)"
-
-
-def executorch_available() -> bool:
-    return importlib.util.find_spec("executorch") is not None and importlib.util.find_spec("executorch.runtime") is not None
 
 
 class LoweredProgram:
@@ -90,10 +85,9 @@ def eager_runner(generation: ExportedGeneration):
     return lambda name, *args, **kwargs: parts[name](*args, **kwargs)
 
 
-@check("executorch", column=100, compares=("max_abs_diff",), tolerance="export")
+@check("executorch", column=100, compares=("max_abs_diff",), tolerance="export", requires=("executorch", "torchao"),
+       extra="executorch")
 def check_executorch(case: Case) -> dict:
-    if not executorch_available():
-        raise NotApplicable(f"executorch is not installed: {INSTALL_HINT}")
     if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
     inputs = single_prompt(case.inputs())

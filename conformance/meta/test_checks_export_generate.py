@@ -1,11 +1,11 @@
-"""Self-tests of the export_generate and executorch checks on small synthetic inputs."""
+"""Self-tests of the export_generate and executorch checks on small synthetic inputs (executorch without its
+extra: `test_not_run.py`)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from conformance.checks import executorch as et_check
 from conformance.checks.common.generation import (
     ExportedGeneration,
     eager_tokens,
@@ -100,12 +100,3 @@ def test_a_wrong_step_program_changes_the_tokens():
     bad, _ = generation.generate(run=broken)
     assert not torch.equal(good, bad)
 
-
-def test_executorch_cell_is_a_skip_naming_the_install_when_missing(monkeypatch):
-    from conformance.checks.common.outcome import run_check
-
-    monkeypatch.setattr(et_check, "executorch_available", lambda: False)
-    case = type("FakeCase", (), {"seed": 0})()
-    outcome = run_check("executorch", case)
-    assert outcome.verdict == "skip"
-    assert "pip install" in outcome.reason and "executorch" in outcome.reason

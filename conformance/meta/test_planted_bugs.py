@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from conformance.checks.common.outcome import run_check
-from conformance.checks.common.registry import load_all
+from conformance.checks.common.registry import load_all, unavailable
 from conformance.meta import planted
 
 load_all()
@@ -67,12 +67,26 @@ PLANTED = [
     ("export_generate", "StaleCacheLM", False, ["tokens from the exported programs differ"]),
     ("export_generate", "BakedPositionLM", False, ["out of bounds"]),
     ("export_generate", "ExportedDecodeNumericsLM", False, ["decode step 1 of the exported programs", "by 0.001"]),
+    ("export_onnx", "ExportedNumericsLM", False, ["onnx runtime logits", "differ from eager by 0.001",
+                                                  "the torch.export program onnx was translated from differs"]),
+    ("export_onnx", "DataDependentLM", False, ["export", "data-dependent"]),
+    ("onnx_generate", "ExportedDecodeNumericsLM", False, ["step 1", "differ from eager generate by 0.001"]),
+    ("onnx_generate", "WrongSlotLM", False, ["step 1", "differ from eager generate"]),
+    ("onnx_generate", "StaleCacheLM", False, ["step 2", "differ from eager generate"]),
 ]
 
 # The correct model, once per check, with media where the check is about media.
 CORRECT = [("build", True), ("compile_prefill", False), ("compile_decode", False), ("static_cache", False),
            ("legacy_cache", False), ("export_forward", False), ("export_forward_strict", False),
-           ("export_static_cache", False), ("export_static_cache", True), ("export_generate", False)]
+           ("export_static_cache", False), ("export_static_cache", True), ("export_generate", False),
+           ("export_onnx", False), ("onnx_generate", False)]
+
+
+def installed(check_id: str) -> None:
+    """Skip, naming the extra, where an optional column's packages are missing (its cells are then not run)."""
+    why = unavailable(check_id)
+    if why:
+        pytest.skip(f"{check_id} {why}")
 
 
 @pytest.fixture(autouse=True)
@@ -85,12 +99,14 @@ def one_thread():
 
 @pytest.mark.parametrize("check_id,media", CORRECT, ids=[f"{c}{'+media' if m else ''}" for c, m in CORRECT])
 def test_the_correct_model_passes(check_id, media):
+    installed(check_id)
     outcome = run_check(check_id, planted.case_for(planted.TinyLM, media=media))
     assert outcome.verdict == "pass", outcome.reason
 
 
 @pytest.mark.parametrize("check_id,model,media,substance", PLANTED, ids=[f"{c}-{m}" for c, m, _, _ in PLANTED])
 def test_a_planted_bug_turns_the_cell_red_naming_the_bug(check_id, model, media, substance):
+    installed(check_id)
     outcome = run_check(check_id, planted.case_for(getattr(planted, model), media=media))
     assert outcome.verdict == "fail", f"{model} passed {check_id}: {outcome.metrics}"
     reason = outcome.reason.lower()

@@ -76,7 +76,7 @@ def test_build_envelope_has_design_fields_and_counts():
         {"model": "B", "check": "build", "verdict": "error", "reason": "no config"},
     ]
     envelope = report.build_envelope(records, dict(ENV), ["build"], {"A": {"model_type": "a"}})
-    assert [f for f in envelope if f != "check_info"] == list(report.TOP_FIELDS)  # check_info: optional
+    assert [f for f in envelope if f not in report.OPTIONAL_FIELDS] == list(report.TOP_FIELDS)
     assert envelope["models"]["A"]["cells"]["build"]["verdict"] == "pass"  # later record wins
     assert envelope["models"]["A"]["tiny"]["parameters"] == 5
     assert envelope["summary"]["build"]["pass"] == 1 and envelope["summary"]["build"]["error"] == 1

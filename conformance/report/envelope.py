@@ -6,12 +6,16 @@ Contracts:
   `suite_version()` this suite.
 * `build_envelope(records, env, checks, models)` makes the envelope (schema
   `vlm-conformance/1`) from cell records (later records of a cell replace
-  earlier ones), its `summary` counting verdicts per check.
+  earlier ones), its `summary` counting verdicts per check; `not_run` maps
+  a column the run could not run (its required packages were missing) to
+  why: such a column is in `checks` with no cells (a report says "not run").
 * `load_envelope(path)` returns a validated envelope or raises
   `EnvelopeError` with one line naming the file, the problem and the fix:
   the one reader of run files (an envelope, or a pytest-json-report file
   holding one under ``conformance``).
-* `merge_envelopes` joins shard envelopes of one environment;
+* `merge_envelopes` joins envelopes of one environment: shards (other
+  classes) and runs of other checks (an extra's environment, e.g. the ONNX
+  columns) alike; a cell in two of them is an error;
   `envelope_from_parts` rebuilds an envelope from an interrupted run's part
   files.
 """
@@ -32,6 +36,7 @@ from conformance.verdicts import VERDICTS
 SCHEMA = "vlm-conformance/1"
 
 TOP_FIELDS = ("schema", "created", "suite", "environment", "checks", "models", "summary")
+OPTIONAL_FIELDS = ("check_info", "not_run")  # written by every run; older run files lack them
 ENV_FIELDS = ("python", "torch", "transformers", "device", "device_name", "dtype", "backend")
 # What must agree for shards to be one run. device_name and any extra fields
 # (e.g. a worker's peak memory) may differ between shard machines.
@@ -101,14 +106,15 @@ def summarize(rows: dict[str, dict], checks: Iterable[str]) -> dict[str, dict[st
 
 
 def build_envelope(records: list[dict], env: dict, checks: list[str], models: dict[str, dict],
-                   check_info: dict | None = None) -> dict:
+                   check_info: dict | None = None, not_run: dict[str, str] | None = None) -> dict:
     """The envelope from cell records; later records of a cell replace earlier ones.
 
     `models` maps class name -> row metadata (model_type, modalities, declared,
     tiny); records may carry richer `tiny` data, which wins. `check_info` is
     what the registry says of each check (`registry.describe`): the report
     reads which declared flags a check observes and which metrics it lists
-    from there.
+    from there. `not_run` is {check id: why} of the columns the run could not
+    run (recorded as the envelope's ``not_run``).
     """
     rows: dict[str, Any] = {}
     for name, meta in sorted(models.items()):
@@ -135,6 +141,7 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
         "environment": env,
         "checks": list(checks),
         "check_info": dict(check_info or {}),
+        "not_run": dict(not_run or {}),
         "models": rows,
         "summary": summarize(rows, checks),
     }
@@ -162,6 +169,9 @@ def validate_envelope(data: Any, source: str) -> dict:
             raise EnvelopeError(f"{source}: missing field 'environment.{name}'; {fix}")
     if not isinstance(data["checks"], list) or not isinstance(data["models"], dict):
         raise EnvelopeError(f"{source}: 'checks' must be a list and 'models' an object; {fix}")
+    not_run = data.get("not_run", {})  # optional: older run files have none
+    if not isinstance(not_run, dict) or not all(isinstance(v, str) for v in not_run.values()):
+        raise EnvelopeError(f"{source}: 'not_run' must map check ids to the reason they did not run; {fix}")
     for model, row in data["models"].items():
         cells = row.get("cells") if isinstance(row, dict) else None
         if not isinstance(cells, dict):
@@ -196,21 +206,28 @@ def load_envelope(path: str | Path) -> dict:
     return validate_envelope(data, str(path))
 
 
-def _ordered_checks(lists: Iterable[Iterable[str]]) -> list[str]:
+def _ordered_checks(lists: Iterable[Iterable[str]], check_info: dict) -> list[str]:
+    """Every check once: in column order when the run files give every column, else in the order first seen."""
     seen: dict[str, None] = {}
     for checks in lists:
         for check_id in checks:
             seen.setdefault(check_id, None)
+    columns = {c: (check_info.get(c) or {}).get("column") for c in seen}
+    if all(isinstance(column, int) for column in columns.values()):
+        return sorted(seen, key=lambda c: columns[c])
     return list(seen)
 
 
 def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
-    """One envelope from shard envelopes of the same environment.
+    """One envelope from envelopes of the same environment: shards, and runs of other checks.
 
+    Shards cover other classes; the run of an extra's environment (e.g. `tox
+    -e onnx`: the ONNX columns only) covers other checks of the same classes.
     Raises EnvelopeError when environments differ (on ENV_IDENTITY) or a cell
-    appears in two shards (shards are disjoint; merge the rerun shard instead
-    of the old one). The merged environment is the first shard's, numeric
-    extras (peak memory) taken as the maximum over the shards.
+    appears in two run files (a true duplicate: merge the rerun instead of
+    the old one). A column one run file could not run (`not_run`) and another
+    ran is a run column. The merged environment is the first file's, numeric
+    extras (peak memory) taken as the maximum over the files.
     """
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
@@ -233,14 +250,16 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
             for check_id, cell in row["cells"].items():
                 if (model, check_id) in owner:
                     raise EnvelopeError(f"{source}: cell {model} / {check_id} is also in {owner[model, check_id]}; "
-                                        "shards must be disjoint (merge the rerun shard instead of the old one)")
+                                        "run files must be disjoint (merge the rerun instead of the old one)")
                 owner[model, check_id] = source
                 merged["cells"][check_id] = cell
-    checks = _ordered_checks(e["checks"] for e in envelopes)
     check_info: dict = {}
     for envelope in envelopes:
         for check_id, info in (envelope.get("check_info") or {}).items():
             check_info.setdefault(check_id, info)
+    checks = _ordered_checks((e["checks"] for e in envelopes), check_info)
+    ran = {check_id for _, check_id in owner}
+    not_run = {c: why for e in envelopes for c, why in (e.get("not_run") or {}).items() if c not in ran}
     rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,
@@ -249,6 +268,7 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
         "environment": merged_env,
         "checks": checks,
         "check_info": check_info,
+        "not_run": not_run,
         "models": rows,
         "summary": summarize(rows, checks),
     }

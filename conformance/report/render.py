@@ -3,7 +3,8 @@
 Contracts:
 
 * `render_markdown(envelope)` is reports/MATRIX.md: environment, legend,
-  per-check summary with pass rates, the image-text matrix (rows whose
+  per-check summary with pass rates (a column the run could not run says
+  "not run" and why), the image-text matrix (rows whose
   `tasks` contain "image-text-to-text"), the matrix of the other classes,
   declared flags vs observations, failures with their one-line reasons,
   the metrics the checks list class by class (the legacy-tuple handling), and coverage (built, or error + reason).
@@ -12,7 +13,10 @@ Contracts:
   the envelope, so the README can be checked against reports/matrix.json.
 * `replace_section(text, section)` puts a section between the README markers.
 
-Both outputs are pure functions of the envelope (no clock, no filesystem).
+A cell the run did not include (no cell in the envelope: a column whose
+extra was not installed, or a class another run file covered) is `NOT_RUN`,
+never ➖ (the check ran and does not apply). Both outputs are pure functions
+of the envelope (no clock, no filesystem).
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ MEANINGS = {
 # An xfail cell whose listed verdict is `error`: the tiny model or its inputs could not be built (a harness gap,
 # a missing dependency, or a model whose own eager forward fails), so the cell says nothing about the check itself.
 KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be built (listed in fixtures/expectations)")
+# No cell: the run did not include it (e.g. an optional column whose extra was not installed). Not a verdict.
+NOT_RUN = ("⬜", "not run (not in this run, e.g. an optional column whose extra was not installed: see the summary)")
 FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
 
 
@@ -97,7 +103,7 @@ def environment_line(envelope: dict) -> str:
 
 def legend() -> str:
     items = [f"{SYMBOLS[v]} {MEANINGS[v]}" for v in VERDICTS] + [" ".join(KNOWN_ERROR)]
-    return "Legend: " + " · ".join(items) + " · blank: not run."
+    return "Legend: " + " · ".join(items + [" ".join(NOT_RUN)]) + "."
 
 
 def is_image_text(row: dict) -> bool:
@@ -116,7 +122,9 @@ def _verdict(cell: dict | None) -> str:
 
 
 def _symbol(cell: dict | None) -> str:
-    if cell and cell.get("verdict") == "xfail" and cell.get("expected") == "error":
+    if cell is None:
+        return NOT_RUN[0]
+    if cell.get("verdict") == "xfail" and cell.get("expected") == "error":
         return KNOWN_ERROR[0]
     return SYMBOLS.get(_verdict(cell), "")
 
@@ -124,14 +132,27 @@ def _symbol(cell: dict | None) -> str:
 # --------------------------------------------------------------------------- sections
 
 
+def not_run_columns(envelope: dict) -> dict[str, str]:
+    """Column -> why the run did not run it (the envelope's `not_run`; none in older run files)."""
+    return {c: why for c, why in (envelope.get("not_run") or {}).items()}
+
+
 def summary_section(envelope: dict) -> list[str]:
     summary = envelope["summary"]
     checks = [c for c in envelope["checks"]] + [c for c in summary if c not in envelope["checks"]]
+    not_run = not_run_columns(envelope)
     rows = []
     for check_id in checks:
         counts = summary.get(check_id, {})
-        rows.append([f"`{check_id}`", pass_rate(column(envelope, check_id))] + [str(counts.get(v, 0)) for v in VERDICTS])
-    return _table(["check", "pass rate"] + [SYMBOLS[v] for v in VERDICTS], rows, ["l", "r"] + ["r"] * len(VERDICTS))
+        rate = f"{NOT_RUN[0]} not run" if check_id in not_run else pass_rate(column(envelope, check_id))
+        rows.append([f"`{check_id}`", rate] + [str(counts.get(v, 0)) for v in VERDICTS])
+    lines = _table(["check", "pass rate"] + [SYMBOLS[v] for v in VERDICTS], rows, ["l", "r"] + ["r"] * len(VERDICTS))
+    by_reason: dict[str, list[str]] = {}
+    for check_id, why in not_run.items():
+        by_reason.setdefault(why, []).append(f"`{check_id}`")
+    if by_reason:
+        lines += [""] + [f"Not run: {', '.join(ids)}: {code(why)}." for why, ids in by_reason.items()]
+    return lines
 
 
 def matrix_section(envelope: dict, names: list[str]) -> list[str]:

@@ -13,10 +13,12 @@ Contracts (the hooks of `LifecycleHooks`):
   (`report.pages`), adds the envelope under ``conformance`` to
   pytest-json-report's file when that plugin is active, and clears the parts;
 * the terminal header says which expectations files apply under which
-  conditions (the envelope's `environment.expectations` too) and what a
-  selection or shard option chose; the terminal ends with the run's short
-  summary (`report.summary`: counts per check, regressions and stale
-  expectations by name, the files written), after pytest's own summary lines.
+  conditions (the envelope's `environment.expectations` too), what a
+  selection or shard option chose, and which checks are not run because
+  their required packages are missing (one line per missing extra, with the
+  install command); the terminal ends with the run's short summary
+  (`report.summary`: counts per check, regressions and stale expectations by
+  name, the files written), after pytest's own summary lines.
 """
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ from conformance import locations
 from conformance.report import envelope as report
 from conformance.report import io, pages, summary
 from conformance.run import isolation, shards
+
+
+def not_run_lines(not_run: dict[str, str]) -> list[str]:
+    """`conformance: not run: a, b (needs ..., not installed: pip install ...)`, one line per reason."""
+    by_reason: dict[str, list[str]] = {}
+    for check_id, why in not_run.items():
+        by_reason.setdefault(why, []).append(check_id)
+    return [f"conformance: not run: {', '.join(ids)} ({why})" for why, ids in by_reason.items()]
 
 
 class LifecycleHooks:
@@ -64,13 +74,12 @@ class LifecycleHooks:
         gc.freeze()
 
     def pytest_report_header(self, config):
-        """Which expectations apply under which conditions; what a selection or shard option chose."""
+        """Which expectations apply under which conditions, what a selection or shard option chose, and which
+        checks cannot run here, before anything runs."""
         state = self.session
         if state.is_worker:
             return None
-        lines = [self._expectations_line()]
-        selection = self._selection_line(config)
-        return lines + ([selection] if selection else [])
+        return [self._expectations_line()] + self._selection_lines(config) + not_run_lines(state.not_run)
 
     def _expectations_line(self) -> str:
         state = self.session
@@ -82,11 +91,11 @@ class LifecycleHooks:
                     (f"; looked in {looked}" if looked else "") + ": every failing cell is red")
         return f"conformance: expectations for this run ({run}): " + "; ".join(s.describe() for s in applied)
 
-    def _selection_line(self, config) -> str | None:
+    def _selection_lines(self, config) -> list[str]:
         """What a selection or shard option chose, before anything runs (none without one)."""
         state, option = self.session, config.getoption
         if not (state.has_selection() or option("shard")):
-            return None
+            return []
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"
         line = f"conformance: {len(names)} classes {how}"
@@ -95,7 +104,7 @@ class LifecycleHooks:
             line += f"; shard {option('shard')}: {len(names)} of them"
         if any(name in state.estimates() for name in names):
             line += f", about {shards.expected_seconds(names, state.estimates()):.0f} s of cells in one process"
-        return line
+        return [line]
 
     # -- end
 

@@ -62,6 +62,20 @@ def check_ids(checks: list[str], known: tuple[str, ...]) -> None:
         raise UsageError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(known)}")
 
 
+def unavailable_checks(checks: list[str], known: tuple[str, ...], why) -> dict[str, str]:
+    """The checks a run would include (--checks, else all) that cannot run here: id -> why (`why(id)`, "" = can).
+
+    Naming such a check in --checks is a UsageError (the run was asked for it); left out of --checks it is
+    simply not run, and the run says so.
+    """
+    found = {c: why(c) for c in (checks or known)}
+    found = {c: reason for c, reason in found.items() if reason}
+    for check_id in checks:
+        if check_id in found:
+            raise UsageError(f"--checks: {check_id} {found[check_id]}; install it or leave {check_id} out of --checks")
+    return found
+
+
 def check_shard(spec: str) -> None:
     if spec:
         from conformance.run.shards import parse

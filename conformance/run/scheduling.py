@@ -3,7 +3,9 @@
 Contracts:
 
 * Collection keeps the cells of ``--checks`` and of the ``--shard i/N``
-  share (`shards`), then orders them: the cells of one class together, the
+  share (`shards`), drops those of checks that cannot run here (their
+  required packages are missing: `Session.not_run`; no cell, no skip), then
+  orders them: the cells of one class together, the
   longest classes first (by the published seconds), checks in column order;
   other tests after them, in their own order.
 * The controller hands its class selection to each xdist worker (so no
@@ -98,8 +100,9 @@ class OrderHooks:
         self.session = session
 
     def pytest_collection_modifyitems(self, session, config, items):
-        checks = self.session.checks
-        kept = [item for item in items if not (check_of(item) and checks and check_of(item) not in checks)]
+        checks, not_run = self.session.checks, self.session.not_run
+        kept = [item for item in items if not (check_of(item) and checks and check_of(item) not in checks)
+                and check_of(item) not in not_run]
         seconds = self.session.estimates()
         shard_spec = config.getoption("shard")
         if shard_spec:

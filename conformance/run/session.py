@@ -3,7 +3,9 @@
 Contract: `Session(config)` holds what every hook of the run needs;
 `validate()` resolves every option and input file (a bad one raises
 `options.UsageError`, one line) and is called before anything runs or is
-written; `case_for(name)` builds a class's `Case` once per process (the
+written; `not_run` is then the checks the run would include but that
+cannot run here (their required packages are missing: id -> why; naming
+one in --checks is a UsageError instead); `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
 model or its inputs cannot be made, the build stage's `RowVerdict` when it
 decided the whole row (a model failure, a class that is not standalone), and
@@ -24,7 +26,7 @@ from conformance import locations
 from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome
-from conformance.checks.common.registry import check_ids, describe
+from conformance.checks.common.registry import check_ids, describe, unavailable
 from conformance.fingerprints import Fingerprint, mask, of_exception
 from conformance.gate.expectations import run_conditions
 from conformance.gate.ratchet import judge
@@ -77,6 +79,7 @@ class Session:
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
         self.checks = options.split(config.getoption("checks"))
+        self.not_run: dict[str, str] = {}  # check -> why this run cannot run it (missing packages)
         self.expectations: dict = {}  # (model, check) -> the Expectation that applies to this run
         self.applied = None  # gate.expectations.Applied: which files, under which conditions
         self.conditions: dict = {}
@@ -99,6 +102,7 @@ class Session:
 
         options.check_data()
         options.check_ids(self.checks, check_ids())
+        self.not_run = options.unavailable_checks(self.checks, check_ids(), unavailable)
         options.check_shard(self.config.getoption("shard"))
         options.check_seconds("--cell-timeout", self.cell_timeout)
         options.check_seconds("--cell-timeout-grace", self.grace)
@@ -108,9 +112,7 @@ class Session:
         if self.has_selection():
             self.selected_models()  # can fail: say so now (with no selection option, discovery waits for collection)
         self.estimates()
-        import torch as _torch
-
-        self.conditions = run_conditions(self.device, self.dtype_name, self.backend, _torch.__version__)
+        self.conditions = run_conditions(self.device, self.dtype_name, self.backend, torch.__version__)
         self.applied = options.load_expectations(self.config.getoption("expectations"), self.source, self.conditions)
         self.expectations = self.applied.cells
         if not self.is_worker:
@@ -237,10 +239,12 @@ class Session:
         if not records and not self.config.getoption("shard"):
             return None
         models = sorted({r["model"] for r in records})
-        checks = [c for c in check_ids() if any(r["check"] == c for r in records)]
+        # The columns: those with cells, and those this run would have had but could not run (said so, not hidden).
+        checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)]
         env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
         env["expectations"] = self.expectations_applied()
-        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks))
+        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks),
+                                         not_run=self.not_run)
         io.write_json_atomic(self.matrix_out, envelope)
         return envelope

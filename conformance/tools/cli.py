@@ -4,7 +4,7 @@
     conformance render RUN.json [-o OUT.md]
     conformance render --html RUN.json [RUN2.json ...] [-o OUT.html]
     conformance render --summary RUN.json
-    conformance publish RUN.json [--root DIR]
+    conformance publish RUN.json [EXTRA.json ...] [--root DIR]
     conformance diff OLD.json NEW.json
     conformance truth RUN.json
     conformance merge A.json B.json ... -o OUT.json
@@ -99,9 +99,14 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
 
 
 def cmd_publish(args) -> int:
-    envelope = report.load_envelope(args.run)
+    """Publish one run file, or several merged into one (the main run and the runs of the extras' environments)."""
+    runs = [args.run] + list(args.extra)
+    envelopes = [report.load_envelope(path) for path in runs]
+    envelope = envelopes[0] if len(envelopes) == 1 else report.merge_envelopes(envelopes, runs)
     files = published_files(envelope, Path(args.root))
     _write(files)
+    if len(runs) > 1:
+        print(f"merged {len(runs)} run files: {', '.join(runs)}")
     for path in files:
         print(f"wrote {path}")
     return 0
@@ -305,6 +310,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("publish", help="write reports/matrix.json, MATRIX.md, matrix.html and the README section")
     p.add_argument("run", metavar="RUN.json")
+    p.add_argument("extra", nargs="*", metavar="EXTRA.json",
+                   help="run files of the extras' environments (e.g. reports/latest/onnx.json), merged into RUN.json")
     p.add_argument("--root", default=".", help="repository root holding README.md (default: .)")
     p.set_defaults(func=cmd_publish)
 
@@ -317,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("run", metavar="RUN.json")
     p.set_defaults(func=cmd_truth)
 
-    p = sub.add_parser("merge", help="merge shard envelopes, or rebuild one from part files")
+    p = sub.add_parser("merge", help="merge run files (shards, extras' runs), or rebuild one from part files")
     p.add_argument("runs", nargs="*", metavar="RUN.json")
     p.add_argument("--parts", metavar="DIR", help="a <matrix-out>.parts directory of an interrupted run")
     p.add_argument("-o", "--output", required=True, metavar="OUT.json")

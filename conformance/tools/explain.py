@@ -7,9 +7,10 @@ as in a run), runs the check with dynamo's graph-break and recompile
 logs on, and prints the raw verdict, the verdict after expectations, the
 reason, the metrics (graph breaks, recompiles, ...), the full traceback and
 a one-line pytest command reproducing the cell. It returns 0 when the cell
-passes or does not apply, 1 otherwise. An unknown class or check id, or a
-check with no implementation, raises `ExplainError` (one line) before
-anything is built.
+passes or does not apply, 1 otherwise. An unknown class or check id, a
+check with no implementation, or one whose required packages are missing
+(the install command), raises `ExplainError` (one line) before anything is
+built.
 """
 
 from __future__ import annotations
@@ -43,11 +44,14 @@ def resolve_model(name: str):
 
 
 def resolve_check(check_id: str):
-    from conformance.checks.common.registry import load_all
+    from conformance.checks.common.registry import load_all, unavailable
 
     checks = load_all()
     if check_id not in checks:
         raise ExplainError(f"unknown check id {check_id!r}; known: {', '.join(checks)}")
+    why = unavailable(check_id)
+    if why:
+        raise ExplainError(f"{check_id} {why}")
     return checks[check_id]
 
 

@@ -17,8 +17,9 @@ Contracts:
 * `ExportedGeneration(model, inputs)` exports the parts for one prompt and
   decodes greedily from them (`generate`, which returns the tokens and
   every step's logits): placeholder merge with a ``masked_scatter`` and the
-  argmax are the runner's glue; `eager_generation(model, inputs, n)` is
-  eager ``generate``'s greedy tokens and per-step logits.
+  argmax are the runner's glue; `greedy_generate(model, inputs, n, **options)`
+  is eager greedy ``generate`` itself, `eager_generation(model, inputs, n)`
+  its tokens and per-step logits, `eager_tokens` its tokens.
 """
 
 from __future__ import annotations
@@ -227,17 +228,22 @@ def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: di
 # --- generation -----------------------------------------------------------------------------------
 
 
-def eager_generation(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int
-                     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
-    """(the `new_tokens` greedy tokens, the raw logits of each step) of eager `generate` (end-of-sequence
-    ignored)."""
+def greedy_generate(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int, **options):
+    """Eager greedy `generate` of exactly `new_tokens` tokens (end-of-sequence ignored); `options` go to it."""
     config = model.generation_config
     config.eos_token_id = None
     if config.pad_token_id is None:
         config.pad_token_id = 0
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             num_beams=1, output_logits=True, return_dict_in_generate=True)
+        return model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
+                              num_beams=1, **options)
+
+
+def eager_generation(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int
+                     ) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """(the `new_tokens` greedy tokens, the raw logits of each step) of eager `generate` (end-of-sequence
+    ignored)."""
+    out = greedy_generate(model, inputs, new_tokens, output_logits=True, return_dict_in_generate=True)
     return out.sequences[:, -new_tokens:], list(out.logits)
 
 

@@ -11,7 +11,10 @@ the innermost transformers frame (`conformance.reasons.one_line`).
 `run_check(check_id, case)` turns all of this into an `Outcome` with
 `seconds` and `cpu_seconds` metrics and, when it failed, a fingerprint (the
 check's own, else one from the exception or the reason's words); checks
-never decide xfail/xpass (the gate does).
+never decide xfail/xpass (the gate does). A check whose required packages
+are missing is not run: `run_check` raises `registry.NotInstalled` (one line
+naming them and the install command) instead of making an Outcome, so that
+"not installed" is never a skip ("does not apply").
 """
 
 from __future__ import annotations
@@ -60,8 +63,11 @@ class Outcome:
 
 def run_check(check_id: str, case) -> Outcome:
     """Run one registered check on `case` and classify what happened."""
-    from conformance.checks.common.registry import get
+    from conformance.checks.common.registry import NotInstalled, get, unavailable
 
+    why = unavailable(check_id)
+    if why:
+        raise NotInstalled(f"{check_id} {why}")
     fn = get(check_id).run
     started = time.perf_counter()
     cpu_started = time.process_time()

@@ -20,13 +20,23 @@ Contract:
   `tolerance` the backend whose tolerance applies (`conformance.tolerances`;
   None: the run's backend), so that a reader of a run file can prove that no
   passing cell records a comparison beyond its tolerance
-  (`conformance.report.truth`). Registering another
+  (`conformance.report.truth`); `requires` names the packages (import names)
+  the check needs beyond the suite's own dependencies and `extra` the pip
+  extra that installs them (an optional column:
+  ``requires=("onnxruntime",), extra="onnx"``). Registering another
   function under an id already taken by a different module raises ValueError.
+* `Check.missing()` is the required packages not installed here (no import:
+  `importlib.util.find_spec` of the top-level name); `unavailable(id)` says
+  in one line why a check cannot run here (the missing packages and the
+  install command), "" when it can. A check that cannot run is not run at
+  all: the run deselects its cells (`conformance.run`), `run_check` raises
+  `NotInstalled`, the report says "not run" (never "does not apply").
 * `load_all()` imports every check module once and returns the registered
   checks in column order; `check_ids()` is their ids in that order (what the
   run, its tests, shards, render and explain use); `get(id)` one check
   (KeyError naming the known ids); `describe(ids)` what the run file says
-  of each check (column, observes, lists, compares, tolerance), so that reports need no registry.
+  of each check (column, observes, lists, compares, tolerance, requires, extra), so that reports
+  need no registry.
 
 Registering is all a new check needs: the run generates its test
 (`conformance.run.cells`), the envelope and the matrix get its column.
@@ -35,6 +45,7 @@ Registering is all a new check needs: the run generates its test
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import pkgutil
 from dataclasses import dataclass
 from typing import Callable
@@ -55,22 +66,40 @@ class Check:
     lists: tuple[str, str] | None = None  # (metric, what its value says)
     compares: tuple[str, ...] = tolerances.COMPARISON_METRICS  # metrics asserted within the tolerance
     tolerance: str | None = None  # the backend whose tolerance applies; None: the run's
+    requires: tuple[str, ...] = ()  # packages (import names) beyond the suite's dependencies
+    extra: str = ""  # the pip extra that installs them
 
     @property
     def module(self) -> str:
         return self.run.__module__
 
+    def missing(self) -> list[str]:
+        """The required packages (top-level import names) not installed here, found without importing them."""
+        return [name for name in self.requires if importlib.util.find_spec(name) is None]
+
+    @property
+    def install_hint(self) -> str:
+        return f"pip install 'vlm-conformance[{self.extra}]'" if self.extra else f"pip install {' '.join(self.requires)}"
+
+
+class NotInstalled(RuntimeError):
+    """A check was asked to run without the packages it requires; the message is one line with the fix."""
+
 
 def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: tuple[str, str] | None = None,
-          compares: tuple[str, ...] | None = None, tolerance: str | None = None):
+          compares: tuple[str, ...] | None = None, tolerance: str | None = None, requires: tuple[str, ...] = (),
+          extra: str = ""):
     """Register a check function under its stable id."""
+    if extra and not requires:
+        raise ValueError(f"check {check_id!r}: `extra` names how to install what `requires` lists; give both")
 
     def decorate(fn):
         existing = CHECKS.get(check_id)
         if existing is not None and existing.module != fn.__module__:
             raise ValueError(f"check id {check_id!r} is registered twice: {existing.module} and {fn.__module__}")
         CHECKS[check_id] = Check(check_id, fn, column, tuple(observes), tuple(lists) if lists else None,
-                                 tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance)
+                                 tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
+                                 tuple(requires), extra)
         fn.check_id = check_id
         return fn
 
@@ -100,9 +129,18 @@ def get(check_id: str) -> Check:
     return checks[check_id]
 
 
+def unavailable(check_id: str) -> str:
+    """Why `check_id` cannot run here (missing packages and the install command); "" when it can."""
+    spec = get(check_id)
+    missing = spec.missing()
+    if not missing:
+        return ""
+    return f"needs {', '.join(missing)}, not installed: {spec.install_hint}"
+
+
 def describe(ids) -> dict[str, dict]:
     """What a run file records of each check of `ids` (known ones): column, observed flags, listed metric,
-    compared metrics and the backend of their tolerance."""
+    compared metrics and the backend of their tolerance, required packages and their extra."""
     checks = load_all()
     described = {}
     for check_id in ids:
@@ -115,5 +153,8 @@ def describe(ids) -> dict[str, dict]:
         entry["compares"] = list(spec.compares)
         if spec.tolerance:
             entry["tolerance"] = spec.tolerance
+        if spec.requires:
+            entry["requires"] = list(spec.requires)
+            entry["extra"] = spec.extra
         described[check_id] = entry
     return described

@@ -21,7 +21,9 @@ disagreements are unambiguous enough to change the declaration:
   passes: fix the cause, see `conformance findings`), an exception or a broken
   contract that is not the compiler's (generate refusing the sample, a cache
   returning wrong values in eager decoding too), or the class does not build;
-* **agrees**: no disagreement; **undeclared**: the class has no such
+* **agrees**: no disagreement, and every observing cell was observed (an
+  error or timeout without a failure elsewhere is ambiguous);
+  **undeclared**: the class has no such
   attribute (transformers 5 dropped `_supports_static_cache` from
   `PreTrainedModel`), so there is nothing to set.
 
@@ -155,7 +157,7 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
     for flag, checks in flag_checks(envelope).items():
         for name, row in envelope["models"].items():
             evidence = _evidence(row, checks)
-            if not evidence:
+            if all(e.raw == "skip" for e in evidence):  # no cell, or none applies: nothing observed
                 continue
             declared = row.get("declared", {}).get(flag)
             if flag not in row.get("declared", {}):
@@ -164,6 +166,8 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
                 action, value, why = "set", True, "every observing check that applies passed"
             elif (name, flag) in over:
                 action, value, why = _declared_false(row, flag, evidence)
+            elif any(e.raw in ("error", "timeout") for e in evidence):
+                action, value, why = "ambiguous", None, "the suite could not observe it (harness error or timeout)"
             else:
                 action, value, why = "agrees", declared, "the observation agrees"
             advice[name, flag] = Advice(name, flag, declared, action, value, why, evidence, backend, source)

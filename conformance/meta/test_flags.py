@@ -96,10 +96,11 @@ def test_advice_sets_only_unambiguous_disagreements():
     assert advice["FineForConditionalGeneration"].action == "agrees"
     assert advice["BareForConditionalGeneration"].action == "undeclared"
     why = {m: a.why for m, a in advice.items() if a.action == "ambiguous"}
-    assert set(why) == {"CallOrderForConditionalGeneration", "HarnessForConditionalGeneration",
-                        "NoBuildForConditionalGeneration", "RefusedForConditionalGeneration"}
+    assert set(why) == {"CallOrderForConditionalGeneration", "NoBuildForConditionalGeneration",
+                        "RefusedForConditionalGeneration"}
     assert "call order" in why["CallOrderForConditionalGeneration"]
-    assert "could not observe" in why["HarnessForConditionalGeneration"]
+    harness = advice["HarnessForConditionalGeneration"]  # an error, no disagreement in the matrix: not observed
+    assert harness.action == "unobserved" and "could not observe" in harness.why
     assert "does not build" in why["NoBuildForConditionalGeneration"]
     assert "exception" in why["RefusedForConditionalGeneration"]
     assert all(a.backend == "eager" and a.source == "run.json" for a in advice.values())
@@ -124,7 +125,8 @@ def test_known_failures_count_by_what_the_check_said():
     rows["HarnessForConditionalGeneration"]["cells"]["compile_prefill"].update(verdict="xfail", expected="error")
     advice = by_model(flag_advice.advise([make_run(rows)], ["run.json"]))
     assert advice["AlphaForConditionalGeneration"].value is False
-    assert advice["HarnessForConditionalGeneration"].action == "ambiguous"
+    assert advice["HarnessForConditionalGeneration"].action == "ambiguous"  # a disagreement of the matrix, left alone
+    assert "could not observe" in advice["HarnessForConditionalGeneration"].why
 
 
 def test_inductor_run_decides_the_compile_flag_where_it_observed_the_class():
@@ -370,8 +372,9 @@ def test_cli_flags_summary_check_and_patch(tmp_path, capsys):
     run_json = save(tmp_path / "run.json", make_run())
     assert cli.main(["flags", run_json]) == 0
     out = capsys.readouterr().out
-    assert f"{FLAG} (observed by compile_decode, compile_prefill): 6 to change (3 to True, 3 to False), 1 agree, " \
-           "4 left alone" in out
+    assert f"{FLAG} (observed by compile_decode, compile_prefill): 6 to change (3 to True, 3 to False), 3 " \
+           "disagreeing left alone, 1 agree, 1 not observed (harness error or timeout)" in out
+    assert "  not observed: HarnessForConditionalGeneration" in out
     assert "eager backend only" in out and "1 class(es) have no _can_compile_fullgraph attribute" in out
     assert cli.main(["flags", run_json, "--check"]) == 1
     assert "6 declared flag(s) disagree" in capsys.readouterr().err

@@ -21,8 +21,8 @@ disagreements are unambiguous enough to change the declaration:
   passes: fix the cause, see `conformance findings`), an exception or a broken
   contract that is not the compiler's (generate refusing the sample, a cache
   returning wrong values in eager decoding too), or the class does not build;
-* **agrees**: no disagreement, and every observing cell was observed (an
-  error or timeout without a failure elsewhere is ambiguous);
+* **unobserved**: no disagreement, but an observing cell is a harness error
+  or a timeout; **agrees**: no disagreement, every observing cell observed;
   **undeclared**: the class has no such
   attribute (transformers 5 dropped `_supports_static_cache` from
   `PreTrainedModel`), so there is nothing to set.
@@ -50,7 +50,7 @@ from conformance.verdicts import raw
 
 BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with
 PREFERRED_BACKEND = "inductor"  # what users run: the backend that decides BACKEND_FLAGS where a run has it
-ACTIONS = ("set", "ambiguous", "agrees", "undeclared")
+ACTIONS = ("set", "ambiguous", "unobserved", "agrees", "undeclared")
 # The reason a check gives when the verdict depends on call order (conformance.checks.compile_prefill), for run
 # files older than fingerprints; newer cells say so in their fingerprint (kind call_order).
 CALL_ORDER_REASON = "call order changes the verdict"
@@ -167,7 +167,7 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
             elif (name, flag) in over:
                 action, value, why = _declared_false(row, flag, evidence)
             elif any(e.raw in ("error", "timeout") for e in evidence):
-                action, value, why = "ambiguous", None, "the suite could not observe it (harness error or timeout)"
+                action, value, why = "unobserved", None, "the suite could not observe it (harness error or timeout)"
             else:
                 action, value, why = "agrees", declared, "the observation agrees"
             advice[name, flag] = Advice(name, flag, declared, action, value, why, evidence, backend, source)
@@ -231,7 +231,11 @@ def summary_lines(advice: list[Advice], sources: list[str], where: dict[tuple[st
         count = {action: sum(a.action == action for a in items) for action in ACTIONS}
         to_true = sum(a.action == "set" and a.value is True for a in items)
         lines += ["", f"{flag} (observed by {', '.join(checks)}): {count['set']} to change ({to_true} to True, "
-                      f"{count['set'] - to_true} to False), {count['agrees']} agree, {count['ambiguous']} left alone"]
+                      f"{count['set'] - to_true} to False), {count['ambiguous']} disagreeing left alone, "
+                      f"{count['agrees']} agree, {count['unobserved']} not observed (harness error or timeout)"]
+        if count["unobserved"]:
+            names = [a.model for a in items if a.action == "unobserved"]
+            lines.append(f"  not observed: {', '.join(names)}")
         if count["undeclared"]:
             failing = sum(any(e.raw == "fail" for e in a.evidence) for a in items if a.action == "undeclared")
             lines.append(f"  {count['undeclared']} class(es) have no {flag} attribute ({failing} of them fail an "

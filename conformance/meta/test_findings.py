@@ -80,6 +80,18 @@ def test_groups_by_kind_and_site_largest_first():
     assert guard.sites() == {"Data dependent @ transformers.models.a:f": 2} and guard.errors == [GUARD["error"]]
 
 
+def test_a_recompile_groups_by_its_failed_guard():
+    envelope = make_run()
+    guard = {"kind": "recompile", "recompiles": 1, "guard": "kwargs['cache'].layers[#].cumulative_length_int == # "
+                                                             "@ cache_utils:update"}
+    for name in ("BForConditionalGeneration", "CForConditionalGeneration"):
+        envelope["models"][name]["cells"]["compile_decode"] = failing("fail", "decode step recompiled", guard)
+    group = next(g for g in findings.group_failures([envelope]) if g.kind == "recompile")
+    assert group.where == guard["guard"] and group.classes == ["BForConditionalGeneration", "CForConditionalGeneration"]
+    section = "\n".join(findings.render_group(group, [envelope], ["run.json"]))
+    assert "- **Failed guard**: `kwargs['cache'].layers[#].cumulative_length_int == # @ cache_utils:update`" in section
+
+
 def test_without_fingerprints_groups_by_masked_reason_and_says_so():
     groups = findings.group_failures([without_fingerprints(make_run())], ["old.json"])
     lock = groups[0]  # line 239 and 241 mask to the same reason

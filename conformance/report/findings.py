@@ -7,9 +7,9 @@ Contracts:
   of one or more runs by its root cause, largest group first (most classes,
   then most cells). The root cause of a cell with a failure fingerprint
   (`conformance.fingerprints`) is its kind and where it happened
-  (``module:qualname``); a fingerprint without a site (a contract stated in
-  words, a numerical mismatch) keys on its masked `what`, else on its
-  exception. A cell without a fingerprint (run files older than fingerprints)
+  (``module:qualname``); a fingerprint without a site keys on its failed
+  guard (a recompile: ``<guard> @ <module:qualname>``), else its masked `what`
+  (a contract stated in words, a numerical mismatch), else its exception. A cell without a fingerprint (run files older than fingerprints)
   keys on its reason with numbers and shapes masked (`fingerprints.mask`),
   and its group says so (`Group.by_reason`): one root cause reported from
   several files or messages then splits into several groups.
@@ -123,11 +123,11 @@ def failing_cells(envelope: dict, run: int = 0) -> list[FailingCell]:
 
 
 def group_key(cell: FailingCell) -> tuple[str, str, bool]:
-    """(kind, where-or-what, grouped by reason) of a failing cell: its root cause as far as the run file says."""
+    """(kind, site, grouped by reason) of a failing cell: its root cause as far as the run file says."""
     fingerprint = cell.fingerprint
     if fingerprint.get("kind"):
-        return fingerprint["kind"], fingerprint.get("where") or fingerprint.get("what") or fingerprint.get(
-            "error", ""), False
+        site = next((fingerprint[f] for f in ("where", "guard", "what", "error") if fingerprint.get(f)), "")
+        return fingerprint["kind"], site, False
     return "", mask(cell.reason) or "(no reason recorded)", True
 
 

@@ -104,6 +104,9 @@ def test_advice_sets_only_unambiguous_disagreements():
     assert "does not build" in why["NoBuildForConditionalGeneration"]
     assert "exception" in why["RefusedForConditionalGeneration"]
     assert all(a.backend == "eager" and a.source == "run.json" for a in advice.values())
+    # a False names the findings group of the failure that decided it
+    assert advice["AlphaForConditionalGeneration"].cause.endswith(": data_dependent_guard at m:f")
+    assert advice["AlphaForConditionalGeneration"].cause.startswith("data_dependent_guard-")
 
 
 def test_advice_reads_run_files_without_fingerprints_by_their_reason():
@@ -375,6 +378,7 @@ def test_cli_flags_summary_check_and_patch(tmp_path, capsys):
     assert f"{FLAG} (observed by compile_decode, compile_prefill): 6 to change (3 to True, 3 to False), 3 " \
            "disagreeing left alone, 1 agree, 1 not observed (harness error or timeout)" in out
     assert "  not observed: HarnessForConditionalGeneration" in out
+    assert "  the 3 set False fail for 3 root cause(s)" in out
     assert "eager backend only" in out and "1 class(es) have no _can_compile_fullgraph attribute" in out
     assert cli.main(["flags", run_json, "--check"]) == 1
     assert "6 declared flag(s) disagree" in capsys.readouterr().err

@@ -124,11 +124,22 @@ def failing_cells(envelope: dict, run: int = 0) -> list[FailingCell]:
 
 def group_key(cell: FailingCell) -> tuple[str, str, bool]:
     """(kind, site, grouped by reason) of a failing cell: its root cause as far as the run file says."""
-    fingerprint = cell.fingerprint
+    return cause_key(cell.fingerprint, cell.reason)
+
+
+def cause_key(fingerprint: dict | None, reason: str) -> tuple[str, str, bool]:
+    """`group_key` of a recorded cell's fingerprint and reason."""
+    fingerprint = fingerprint or {}
     if fingerprint.get("kind"):
         site = next((fingerprint[f] for f in ("where", "guard", "what", "error") if fingerprint.get(f)), "")
         return fingerprint["kind"], site, False
-    return "", mask(cell.reason) or "(no reason recorded)", True
+    return "", mask(reason) or "(no reason recorded)", True
+
+
+def cause_of(cell: dict) -> str:
+    """`<group id>: <kind> at <site>` of a recorded failing cell: the findings group it belongs to."""
+    kind, site, by_reason = cause_key(cell.get("fingerprint"), cell.get("reason", ""))
+    return f"{group_id(kind, site, by_reason)}: " + (f"(no fingerprint) {site}" if by_reason else f"{kind} at {site}")
 
 
 def group_id(kind: str, where: str, by_reason: bool) -> str:

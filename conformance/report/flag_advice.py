@@ -45,6 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conformance.fingerprints import DATA_DEPENDENT
+from conformance.report.findings import cause_of
 from conformance.report.render import flag_checks, flag_disagreements
 from conformance.verdicts import raw
 
@@ -90,6 +91,7 @@ class Advice:
     evidence: tuple[Evidence, ...]
     backend: str  # of the run the advice is from
     source: str  # that run file
+    cause: str = ""  # the findings group of the failure that decided a False (`findings.cause_of`)
 
     def line(self) -> str:
         """`Class: flag True -> False (eager): compile_prefill fail: ...` for a summary."""
@@ -128,23 +130,27 @@ def _evidence(row: dict, checks) -> tuple[Evidence, ...]:
                  for c in checks if c in row["cells"])
 
 
-def _declared_false(row: dict, flag: str, evidence: tuple[Evidence, ...]) -> tuple[str, bool | None, str]:
-    """(action, value, why) for a true flag that an observing check contradicts."""
+def _declared_false(row: dict, flag: str, evidence: tuple[Evidence, ...]) -> tuple[str, bool | None, str, str]:
+    """(action, value, why, cause) for a true flag that an observing check contradicts."""
     build = row["cells"].get("build")
     if build is not None and raw(build) != "pass":
-        return "ambiguous", None, f"the class does not build (build {build['verdict']})"
+        return "ambiguous", None, f"the class does not build (build {build['verdict']})", cause_of(build)
     cells = {e.check: row["cells"][e.check] for e in evidence}
     failed = [e for e in evidence if e.raw == "fail"]
     telling = [e for e in failed if not is_call_order(cells[e.check]) and failure_kind(cells[e.check])
                in evidence_kinds(flag)]
     if telling:
-        return "set", False, f"{telling[0].check} failed ({failure_kind(cells[telling[0].check])})"
-    if any(is_call_order(cells[e.check]) for e in failed):
-        return "ambiguous", None, "the failure depends on call order (fix its cause, not the flag)"
+        decided = cells[telling[0].check]
+        return "set", False, f"{telling[0].check} failed ({failure_kind(decided)})", cause_of(decided)
+    order = [e for e in failed if is_call_order(cells[e.check])]
+    if order:
+        return ("ambiguous", None, "the failure depends on call order (fix its cause, not the flag)",
+                cause_of(cells[order[0].check]))
     if failed:
         kind = failure_kind(cells[failed[0].check]) or "its reason names no failure kind"
-        return "ambiguous", None, f"the failure ({kind}) may not be about {flag}: see conformance findings"
-    return "ambiguous", None, "the suite could not observe it (harness error or timeout)"
+        return ("ambiguous", None, f"the failure ({kind}) may not be about {flag}: see conformance findings",
+                cause_of(cells[failed[0].check]))
+    return "ambiguous", None, "the suite could not observe it (harness error or timeout)", ""
 
 
 def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
@@ -160,17 +166,18 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
             if all(e.raw == "skip" for e in evidence):  # no cell, or none applies: nothing observed
                 continue
             declared = row.get("declared", {}).get(flag)
+            cause = ""
             if flag not in row.get("declared", {}):
                 action, value, why = "undeclared", None, "the class has no such attribute"
             elif (name, flag) in under:
                 action, value, why = "set", True, "every observing check that applies passed"
             elif (name, flag) in over:
-                action, value, why = _declared_false(row, flag, evidence)
+                action, value, why, cause = _declared_false(row, flag, evidence)
             elif any(e.raw in ("error", "timeout") for e in evidence):
                 action, value, why = "unobserved", None, "the suite could not observe it (harness error or timeout)"
             else:
                 action, value, why = "agrees", declared, "the observation agrees"
-            advice[name, flag] = Advice(name, flag, declared, action, value, why, evidence, backend, source)
+            advice[name, flag] = Advice(name, flag, declared, action, value, why, evidence, backend, source, cause)
     return advice
 
 
@@ -207,6 +214,9 @@ def backend_note(advice: list[Advice]) -> str:
             f"{PREFERRED_BACKEND} may fail where {', '.join(backends)} passes (pass an {PREFERRED_BACKEND} run too)")
 
 
+CAUSES_SHOWN = 5
+
+
 def _short(text: str, limit: int = 240) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
@@ -240,6 +250,15 @@ def summary_lines(advice: list[Advice], sources: list[str], where: dict[tuple[st
             failing = sum(any(e.raw == "fail" for e in a.evidence) for a in items if a.action == "undeclared")
             lines.append(f"  {count['undeclared']} class(es) have no {flag} attribute ({failing} of them fail an "
                          "observing check): nothing to set")
+        causes: dict[str, list[str]] = {}
+        for a in items:
+            if a.action == "set" and a.value is False and a.cause:
+                causes.setdefault(a.cause, []).append(a.model)
+        if causes:
+            lines.append(f"  the {sum(map(len, causes.values()))} set False fail for {len(causes)} root cause(s) "
+                         "(conformance findings; fixing one there is the alternative to its flags), largest first:")
+            for cause, names in sorted(causes.items(), key=lambda kv: (-len(kv[1]), kv[0]))[:CAUSES_SHOWN]:
+                lines.append(f"    {len(names)} class(es): {_short(cause, 200)}")
         for a in items:
             key = (a.model, a.flag)
             evidence = _short("; ".join(e.line() for e in a.evidence))

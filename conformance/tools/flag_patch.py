@@ -179,12 +179,7 @@ class SourceTree:
 
     def assignment(self, ref: ClassRef, flag: str) -> ast.stmt | None:
         """The statement of the class's own body that assigns `flag`, if any."""
-        for stmt in self.module(ref[0]).classes[ref[1]].body:
-            if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == flag for t in stmt.targets):
-                return stmt
-            if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == flag:
-                return stmt
-        return None
+        return _assignment(self.module(ref[0]).classes[ref[1]], flag)
 
     def owner(self, ref: ClassRef, flag: str) -> tuple[ClassRef | None, object]:
         """(the class of `ref`'s MRO whose body assigns `flag`, the literal value) or (None, None)."""
@@ -256,10 +251,20 @@ def _c3(ref: ClassRef, bases_of, memo: dict) -> list[ClassRef]:
     return result
 
 
+def _assignment(node: ast.ClassDef, flag: str) -> ast.Assign | ast.AnnAssign | None:
+    for stmt in node.body:
+        if isinstance(stmt, ast.Assign) and any(isinstance(t, ast.Name) and t.id == flag for t in stmt.targets):
+            return stmt
+        if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id == flag \
+                and stmt.value is not None:  # an annotation alone assigns nothing
+            return stmt
+    return None
+
+
 def _literal(node: ast.expr | None):
     try:
         return ast.literal_eval(node) if node is not None else UNKNOWN
-    except ValueError:
+    except (ValueError, TypeError, SyntaxError):
         return UNKNOWN
 
 
@@ -288,9 +293,7 @@ def apply_edits(text: str, module: Module, edits: list[Edit]) -> str:
     operations = []  # (line index, lines to remove, new lines), applied bottom up
     for edit in edits:
         node = module.classes[edit.klass]
-        stmt = next((s for s in node.body if (isinstance(s, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == edit.flag for t in s.targets)) or (
-            isinstance(s, ast.AnnAssign) and isinstance(s.target, ast.Name) and s.target.id == edit.flag)), None)
+        stmt = _assignment(node, edit.flag)
         if stmt is not None:
             value = stmt.value
             if value.lineno != value.end_lineno:

@@ -110,7 +110,8 @@ def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
     # What reads run files, and the plugin module that every pytest run of the environment imports.
     ("conformance.report.envelope", "conformance.report.render", "conformance.report.diff",
      "conformance.report.io", "conformance.report.summary", "conformance.report.page", "conformance.report.pages",
-     "conformance.report.reproduce", "conformance.gate.expectations", "conformance.gate.update",
+     "conformance.report.reproduce", "conformance.report.findings", "conformance.report.flag_advice",
+     "conformance.tools.flag_patch", "conformance.gate.expectations", "conformance.gate.update",
      "conformance.gate.ratchet", "conformance.fingerprints", "conformance.tools.cli",
      "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations",
      "conformance.versions"),

@@ -12,6 +12,8 @@
     conformance explain CLASS CHECK [--device D --dtype T --backend B]
     conformance expectations --update RUN.json [--file PATH]
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
+    conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
+    conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
     conformance bench [ARGS...]
     conformance versions [--ci]
 
@@ -19,7 +21,8 @@ Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
 one line on stderr and returns 2 without writing anything; `diff` returns 1
 when a cell regressed; `truth` returns 1 when a passing cell records a
-comparison beyond its check's tolerance; `explain` returns 1 when the cell does not pass.
+comparison beyond its check's tolerance; `explain` returns 1 when the cell does not pass;
+`flags --check` returns 1 when a declared flag disagrees unambiguously with the observation.
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -269,6 +272,94 @@ def cmd_plan(args) -> int:
     return 0
 
 
+def cmd_flags(args) -> int:
+    from conformance.report import flag_advice
+
+    envelopes = [report.load_envelope(run) for run in args.runs]
+    try:
+        advice = flag_advice.advise(envelopes, list(args.runs))
+    except flag_advice.AdviceError as exc:
+        raise CliError(f"flags: {exc}") from None
+    if args.transformers_repo and not args.patch:
+        raise CliError("flags: --transformers-repo names the tree to patch: add --patch")
+    where, not_patched, diff, notes = {}, {}, "", []
+    if args.patch:
+        from conformance.tools import flag_patch
+
+        try:
+            tree = flag_patch.SourceTree(args.transformers_repo or flag_patch.installed_package())
+            model_types = {n: r.get("model_type", "") for e in envelopes for n, r in e["models"].items()}
+            patch = flag_patch.make_patch(advice, tree, model_types)
+        except flag_patch.PatchError as exc:
+            raise CliError(f"flags: {exc}") from None
+        where = {(c.advice.model, c.advice.flag): c.where() for c in patch.changes}
+        not_patched = {(x.advice.model, x.advice.flag): x.why for x in patch.left_alone}
+        diff, notes = patch.diff, patch.notes
+    lines = flag_advice.summary_lines(advice, list(args.runs), where, not_patched) + [f"note: {n}" for n in notes]
+    disagree = flag_advice.disagreeing(advice)
+    if args.patch:
+        lines.append(f"patch: {len(where)} class(es) in {diff.count('diff --git ')} file(s)"
+                     + ("" if diff else "; nothing to change"))
+        text = "".join(f"# {line}".rstrip() + "\n" for line in lines) + ("\n" + diff if diff else "")
+    else:
+        text = "\n".join(lines) + "\n"
+    if args.output:
+        _write({Path(args.output): text})
+        print(f"wrote {args.output}")
+    else:
+        sys.stdout.write(text)
+    if args.check and disagree:
+        print(f"conformance flags: {len(disagree)} declared flag(s) disagree with the observation", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _expectation_links(envelopes: list[dict]) -> tuple[dict[tuple[str, str], str], str]:
+    """(class, check) -> the link of the expectation listing the cell, for the runs' conditions; a note when
+    the expectations could not be read (the findings are written without links)."""
+    from conformance.gate import expectations
+
+    links: dict[tuple[str, str], str] = {}
+    for envelope in envelopes:
+        env = envelope["environment"]
+        run = expectations.run_conditions(env["device"], env["dtype"], env["backend"], env["torch"])
+        try:
+            applied = expectations.load_for_run(run, version=env["transformers"])
+        except expectations.ExpectationsError as exc:
+            return links, f"expectation links left out: {exc}"
+        links.update({key: e.link for key, e in applied.cells.items() if e.link})
+    return links, ""
+
+
+def cmd_findings(args) -> int:
+    import json
+
+    from conformance.report import findings
+
+    envelopes = [report.load_envelope(run) for run in args.runs]
+    groups = findings.group_failures(envelopes, list(args.runs))
+    links, note = _expectation_links(envelopes)
+    if note:
+        print(f"conformance findings: {note}", file=sys.stderr)
+    if args.json:
+        text = json.dumps([{"id": g.id, "kind": g.kind, "where": g.where, "by_reason": g.by_reason,
+                            "upstream": g.upstream, "classes": g.classes,
+                            "cells": [[c.model, c.check, c.verdict, args.runs[c.run]] for c in g.cells]}
+                           for g in groups if not args.group or g.id == args.group], indent=1) + "\n"
+    else:
+        try:
+            text = findings.render_findings(groups, envelopes, list(args.runs), links, only=args.group)
+        except KeyError:
+            raise CliError(f"findings: no group {args.group!r} in these runs; the table of "
+                           "`conformance findings RUN.json` lists the ids") from None
+    if args.output:
+        _write({Path(args.output): text})
+        print(f"wrote {args.output}: {len(groups)} group(s)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
 def run_bench(argv: list[str]) -> int:
     import importlib
 
@@ -355,6 +446,23 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("versions", help="the supported transformers versions and how CI tests each")
     p.add_argument("--ci", action="store_true", help="`env constraints classes` per version CI runs a subset of")
     p.set_defaults(func=cmd_versions)
+
+    p = sub.add_parser("flags", help="declared compile/static-cache flags vs the run; --patch: a diff setting them")
+    p.add_argument("runs", nargs="+", metavar="RUN.json", help="run files of one transformers version; an "
+                   "inductor run (environment.backend) decides the compile flag where it observed the class")
+    p.add_argument("--patch", action="store_true", help="print a unified diff against the transformers source")
+    p.add_argument("--transformers-repo", default="", metavar="DIR",
+                   help="the transformers checkout to patch (default: the installed package)")
+    p.add_argument("--check", action="store_true", help="exit 1 when a declared flag disagrees with the run")
+    p.add_argument("-o", "--output", metavar="OUT", help="write here instead of stdout")
+    p.set_defaults(func=cmd_flags)
+
+    p = sub.add_parser("findings", help="failing cells grouped by root cause, Markdown for upstream issues")
+    p.add_argument("runs", nargs="+", metavar="RUN.json")
+    p.add_argument("--group", default="", metavar="ID", help="only this group's section, ready to paste")
+    p.add_argument("--json", action="store_true", help="the groups as JSON (id, kind, where, classes, cells)")
+    p.add_argument("-o", "--output", metavar="OUT.md", help="write here instead of stdout")
+    p.set_defaults(func=cmd_findings)
 
     sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
     return parser

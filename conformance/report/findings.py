@@ -1,0 +1,266 @@
+"""Stage 4, report: failing cells grouped by root cause, in Markdown ready for an upstream issue.
+
+Contracts:
+
+* `group_failures(envelopes, sources)` groups every failing cell (raw
+  verdict fail, error or timeout: `verdicts.raw`, so a known failure counts)
+  of one or more runs by its root cause, largest group first (most classes,
+  then most cells). The root cause of a cell with a failure fingerprint
+  (`conformance.fingerprints`) is its kind and where it happened
+  (``module:qualname``); a fingerprint without a site keys on its failed
+  guard (a recompile: ``<guard> @ <module:qualname>``), else its masked `what`
+  (a contract stated in words, a numerical mismatch), else its exception. A cell without a fingerprint (run files older than fingerprints)
+  keys on its reason with numbers and shapes masked (`fingerprints.mask`),
+  and its group says so (`Group.by_reason`): one root cause reported from
+  several files or messages then splits into several groups.
+* A `Group` has a stable id (``<kind>-<8 hex digits of its key>``: the same
+  root cause has the same id in every run, so an expectation's link or an
+  upstream issue can name it), the classes, checks and cells it covers, the
+  versions it was seen on (transformers, torch, device, dtype, backend of each
+  run), and a representative class (the one whose cell took the fewest
+  seconds) with the command that reproduces its cell
+  (`report.reproduce.reproducer`, what `conformance explain` prints).
+  Harness errors, crashes and timeouts are the suite's own gaps, not an
+  upstream finding (`Group.upstream` False): they come after the others.
+* `render_findings(groups, ...)` is the Markdown document: a table of the
+  groups, then one section per group (`render_group`), each ready to paste
+  into an upstream issue, ending with its cells and, per cell, the
+  expectation that lists it (its link when it has one).
+
+Torch-free: everything comes from the run files (and the expectation links
+the caller passes in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+
+from conformance.fingerprints import mask
+from conformance.report.reproduce import reproducer
+from conformance.verdicts import FAILING, raw
+
+NOT_UPSTREAM = ("harness_error", "crash", "timeout")  # fingerprint kinds that are the suite's own gaps
+REASON_LIMIT = 600
+CLASS_LIMIT = 30  # classes named in a group's heading lines before "and N more"
+
+
+@dataclass(frozen=True)
+class FailingCell:
+    model: str
+    check: str
+    verdict: str  # as recorded (xfail for a known failure)
+    raw: str  # what the check itself said: fail, error or timeout
+    reason: str
+    seconds: float
+    fingerprint: dict
+    expected: str  # the verdict an expectation lists ("" when none does)
+    run: int  # index of the run file it is from
+
+
+@dataclass
+class Group:
+    id: str
+    kind: str  # fingerprint kind, or "" for cells grouped by reason
+    where: str  # module:qualname, or the masked what / reason that keys the group
+    by_reason: bool
+    cells: list[FailingCell] = field(default_factory=list)
+
+    @property
+    def classes(self) -> list[str]:
+        return sorted({c.model for c in self.cells})
+
+    @property
+    def checks(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for c in self.cells:
+            counts[c.check] = counts.get(c.check, 0) + 1
+        return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    @property
+    def errors(self) -> list[str]:
+        return sorted({c.fingerprint.get("error", "") for c in self.cells} - {""})
+
+    @property
+    def runs(self) -> list[int]:
+        return sorted({c.run for c in self.cells})
+
+    @property
+    def upstream(self) -> bool:
+        if self.kind:
+            return self.kind not in NOT_UPSTREAM
+        return all(c.raw == "fail" for c in self.cells)
+
+    @property
+    def representative(self) -> FailingCell:
+        return min(self.cells, key=lambda c: (c.seconds, c.model, c.check))
+
+    def sites(self) -> dict[str, int]:
+        """Graph-break sites of its cells, with their summed counts, most frequent first."""
+        total: dict[str, int] = {}
+        for c in self.cells:
+            for site, count in (c.fingerprint.get("sites") or {}).items():
+                total[site] = total.get(site, 0) + count
+        return dict(sorted(total.items(), key=lambda kv: (-kv[1], kv[0])))
+
+    def title(self) -> str:
+        if self.by_reason:
+            return f"(no fingerprint) {self.where}"
+        return f"{self.kind} at {self.where}" if self.where else self.kind
+
+
+def failing_cells(envelope: dict, run: int = 0) -> list[FailingCell]:
+    """Every cell of a run whose check itself failed, errored or timed out (a known failure counts)."""
+    found = []
+    for name, row in sorted(envelope["models"].items()):
+        for check_id, cell in row["cells"].items():
+            said = raw(cell)
+            if said in FAILING:
+                found.append(FailingCell(name, check_id, cell["verdict"], said, cell.get("reason", ""),
+                                         float(cell.get("seconds") or 0.0), dict(cell.get("fingerprint") or {}),
+                                         cell.get("expected", ""), run))
+    return found
+
+
+def group_key(cell: FailingCell) -> tuple[str, str, bool]:
+    """(kind, site, grouped by reason) of a failing cell: its root cause as far as the run file says."""
+    return cause_key(cell.fingerprint, cell.reason)
+
+
+def cause_key(fingerprint: dict | None, reason: str) -> tuple[str, str, bool]:
+    """`group_key` of a recorded cell's fingerprint and reason."""
+    fingerprint = fingerprint or {}
+    if fingerprint.get("kind"):
+        site = next((fingerprint[f] for f in ("where", "guard", "what", "error") if fingerprint.get(f)), "")
+        return fingerprint["kind"], site, False
+    return "", mask(reason) or "(no reason recorded)", True
+
+
+def cause_of(cell: dict) -> str:
+    """`<group id>: <kind> at <site>` of a recorded failing cell: the findings group it belongs to."""
+    kind, site, by_reason = cause_key(cell.get("fingerprint"), cell.get("reason", ""))
+    return f"{group_id(kind, site, by_reason)}: " + (f"(no fingerprint) {site}" if by_reason else f"{kind} at {site}")
+
+
+def group_id(kind: str, where: str, by_reason: bool) -> str:
+    digest = hashlib.sha1(f"{kind}\0{where}\0{by_reason}".encode()).hexdigest()[:8]
+    return f"{kind or 'reason'}-{digest}"
+
+
+def group_failures(envelopes: list[dict], sources: list[str] | None = None) -> list[Group]:
+    """The failing cells of the runs grouped by root cause, upstream findings first, each largest first."""
+    groups: dict[tuple[str, str, bool], Group] = {}
+    for index, envelope in enumerate(envelopes):
+        for cell in failing_cells(envelope, index):
+            key = group_key(cell)
+            if key not in groups:
+                groups[key] = Group(group_id(*key), key[0], key[1], key[2])
+            groups[key].cells.append(cell)
+    return sorted(groups.values(), key=lambda g: (not g.upstream, -len(g.classes), -len(g.cells), g.id))
+
+
+# --------------------------------------------------------------------------- Markdown
+
+
+def seen_on(envelope: dict) -> str:
+    env = envelope["environment"]
+    return (f"transformers {env.get('transformers', '?')}, torch {env.get('torch', '?')}, "
+            f"{env.get('device', '?')} / {env.get('dtype', '?')} / backend {env.get('backend', '?')}")
+
+
+def _code(text: str, limit: int = REASON_LIMIT) -> str:
+    text = " ".join(str(text).split()).replace("`", "'")
+    return f"`{text[: limit - 3] + '...' if len(text) > limit else text}`"
+
+
+def _names(names: list[str]) -> str:
+    shown = ", ".join(names[:CLASS_LIMIT])
+    return shown + (f" and {len(names) - CLASS_LIMIT} more" if len(names) > CLASS_LIMIT else "")
+
+
+def render_group(group: Group, envelopes: list[dict], sources: list[str],
+                 links: dict[tuple[str, str], str] | None = None) -> list[str]:
+    """One group's section: what fails where, seen on which versions, how to reproduce it, and its cells."""
+    links = links or {}
+    first = group.representative
+    env = envelopes[first.run]["environment"]
+    lines = [f"### {_code(group.title(), 200)}", "", f"<a id=\"{group.id}\"></a>Group `{group.id}`: "
+             f"{len(group.classes)} class(es), {len(group.cells)} cell(s)"
+             + ("" if group.upstream else " — the suite's own gap (harness error, crash or timeout), not upstream")
+             + ".", ""]
+    if group.by_reason:
+        lines += ["Grouped by the failure's reason with numbers and shapes masked: the run file has no failure "
+                  "fingerprint for these cells.", ""]
+    facts = [("Seen on", "; ".join(seen_on(envelopes[i]) for i in group.runs)),
+             ("Classes", _names(group.classes)),
+             ("Checks", ", ".join(f"`{c}` ({n})" for c, n in group.checks.items()))]
+    if group.errors:
+        facts.append(("Exception", ", ".join(f"`{e}`" for e in group.errors)))
+    sites = group.sites()
+    if sites:
+        facts.append(("Graph-break sites", "; ".join(f"{_code(s, 200)} ×{n}" for s, n in list(sites.items())[:5])
+                      + (f"; and {len(sites) - 5} more" if len(sites) > 5 else "")))
+    guards = sorted({c.fingerprint["guard"] for c in group.cells if c.fingerprint.get("guard")})
+    if guards:
+        facts.append(("Failed guard", "; ".join(_code(g, 200) for g in guards[:3])))
+    lines += [f"- **{name}**: {value}" for name, value in facts] + [""]
+    lines += [f"Example ({first.model} / `{first.check}`): {_code(first.reason)}", ""]
+    lines += ["Reproduce with vlm-conformance (a tiny random model of the class, no weights, no network):", "",
+              "```sh",
+              f"conformance explain {first.model} {first.check} --device {env.get('device', 'cpu')} "
+              f"--dtype {env.get('dtype', 'float32')} --backend {env.get('backend', 'eager')}",
+              reproducer(first.model, first.check, env.get("device", "auto"), env.get("dtype", "float32"),
+                         env.get("backend", "eager")),
+              "```", ""]
+    rows = []
+    for c in sorted(group.cells, key=lambda c: (c.model, c.check, c.run)):
+        key = (c.model, c.check)
+        listed = (f"[listed]({links[key]})" if links.get(key) else "listed") if c.expected or key in links \
+            else "not listed"
+        run = f" | {sources[c.run]}" if len(envelopes) > 1 else ""
+        rows.append(f"| {c.model} | `{c.check}` | {c.verdict} | {listed}{run} |")
+    head = "| class | check | verdict | expectation |" + (" run |" if len(envelopes) > 1 else "")
+    rule = "| --- | --- | --- | --- |" + (" --- |" if len(envelopes) > 1 else "")
+    lines += [f"<details><summary>The {len(group.cells)} cell(s)</summary>", "", head, rule, *rows, "",
+              "</details>", ""]
+    return lines
+
+
+def render_findings(groups: list[Group], envelopes: list[dict], sources: list[str],
+                    links: dict[tuple[str, str], str] | None = None, only: str = "") -> str:
+    """The findings document; `only`: one group's section alone (by id), ready to paste."""
+    if only:
+        chosen = [g for g in groups if g.id == only]
+        if not chosen:
+            raise KeyError(only)
+        return "\n".join(render_group(chosen[0], envelopes, sources, links)).rstrip("\n") + "\n"
+    cells = sum(len(g.cells) for g in groups)
+    upstream = [g for g in groups if g.upstream]
+    lines = ["# Findings: failing cells by root cause", ""]
+    lines += [f"From {', '.join(f'`{s}`' for s in sources)} ({'; '.join(seen_on(e) for e in envelopes)}).", ""]
+    lines += [f"{cells} failing cell(s) (fail, error or timeout, known failures included) in {len(groups)} "
+              f"group(s): {len(upstream)} upstream finding(s) ({sum(len(g.cells) for g in upstream)} cells), "
+              f"{len(groups) - len(upstream)} gap(s) of the suite.", ""]
+    by_reason = sum(len(g.cells) for g in groups if g.by_reason)
+    if by_reason:
+        lines += [f"{by_reason} cell(s) have no failure fingerprint (a run file older than fingerprints): they are "
+                  "grouped by their reason with numbers and shapes masked (`conformance.fingerprints.mask`), "
+                  "so one root cause named in several files or messages splits into several groups. A new run "
+                  "groups them by fingerprint (kind and `module:qualname`).", ""]
+    if not groups:
+        return "\n".join(lines + ["No failing cell."]) + "\n"
+    lines += ["| # | group | kind | where | classes | cells | checks |", "| ---: | --- | --- | --- | ---: | ---: | --- |"]
+    for rank, g in enumerate(groups, 1):
+        where = _code(g.where, 120).replace("|", "\\|")
+        lines.append(f"| {rank} | [`{g.id}`](#{g.id}) | {g.kind or '(reason)'} | {where} | {len(g.classes)} | "
+                     f"{len(g.cells)} | {', '.join(g.checks)} |")
+    lines += [""]
+    if upstream:
+        lines += ["## Upstream findings", ""]
+        for g in upstream:
+            lines += render_group(g, envelopes, sources, links)
+    if len(upstream) < len(groups):
+        lines += ["## Gaps of the suite (harness errors, crashes, timeouts)", ""]
+        for g in groups[len(upstream):]:
+            lines += render_group(g, envelopes, sources, links)
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -260,8 +260,11 @@ def fake_project(pytester):
         exp = pytester.path / "expectations.toml"
         exp.write_text(expectations)
         command = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--expectations", str(exp), *args]
+        # SIGINT back to its default: a shell without job control starts background jobs with SIGINT ignored,
+        # and the ignored disposition would pass to this run, which the Ctrl-C test then could not interrupt.
         return subprocess.Popen(command, cwd=pytester.path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+                                stderr=subprocess.STDOUT, text=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
     start.path = pytester.path
     return start

@@ -17,13 +17,14 @@ Nothing here is a transformers model build: a case is ready in milliseconds.
 
 from __future__ import annotations
 
+import inspect
 import math
 import threading
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
-from transformers import GenerationMixin, LlamaConfig, PreTrainedModel
+from transformers import GenerationMixin, LlamaConfig, LlamaForCausalLM, PreTrainedModel
 from transformers.cache_utils import DynamicCache, StaticCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
@@ -43,6 +44,18 @@ def tiny_config() -> LlamaConfig:
                          pad_token_id=0, bos_token_id=1, eos_token_id=2)
     config.image_token_id = IMAGE_TOKEN
     return config
+
+
+# The cache keyword of the installed transformers' models (5.24: `cache`; earlier: `past_key_values`). generate puts
+# its cache under that name, and `forward` below shows only that one in its signature, as a real model does.
+CACHE_ARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
+
+
+def _one_cache_keyword(forward):
+    signature = inspect.signature(forward)
+    other = "past_key_values" if CACHE_ARG == "cache" else "cache"
+    forward.__signature__ = signature.replace(parameters=[p for n, p in signature.parameters.items() if n != other])
+    return forward
 
 
 class TinyLM(PreTrainedModel, GenerationMixin):
@@ -88,6 +101,7 @@ class TinyLM(PreTrainedModel, GenerationMixin):
 
     # --- forward ------------------------------------------------------------------------------------
 
+    @_one_cache_keyword
     def forward(self, input_ids=None, attention_mask=None, cache=None, past_key_values=None, inputs_embeds=None,
                 pixel_values=None, use_cache=None, cache_position=None, logits_to_keep=0, **kwargs):
         cache = cache if cache is not None else past_key_values

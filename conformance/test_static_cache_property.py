@@ -35,6 +35,7 @@ def test_static_cache_property(property_model, request, lengths, new_tokens, see
     session = session_of(request.config)
     if property_model not in session.selected_models():
         pytest.skip(f"{property_model} not selected by --models")
+    _unmeasured_on_4x(property_model)
     case = session.case_for(property_model)
     compare_static_dynamic(case.fresh_model, _prompts(case, lengths, seed), new_tokens, case.tol())
 
@@ -47,6 +48,16 @@ STATIC_PREFILL_BUGS = {
         "and sdpa_attention_forward then attends every static slot, the unwritten zeros included"),
 }
 TOKEN_TYPES = ("token_type_ids", "mm_token_type_ids")
+
+
+def _unmeasured_on_4x(property_model: str) -> None:
+    """On transformers 4.x the bug above also breaks static vs dynamic decoding of text-only prompts (0.0045 on
+    4.57.6) and its strict expectation is not measured there: skip, naming the version, rather than guess."""
+    import transformers
+
+    if property_model in STATIC_PREFILL_BUGS and transformers.__version__.startswith("4."):
+        pytest.skip(f"transformers {transformers.__version__}: {property_model}'s static cache is broken by the "
+                    "bidirectional-mask bug listed in STATIC_PREFILL_BUGS; its 4.x expectation is not measured yet")
 
 
 @pytest.mark.conformance_check("static_cache")
@@ -63,6 +74,7 @@ def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slo
     session = session_of(request.config)
     if property_model not in session.selected_models():
         pytest.skip(f"{property_model} not selected by --models")
+    _unmeasured_on_4x(property_model)
     if property_model in STATIC_PREFILL_BUGS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=STATIC_PREFILL_BUGS[property_model]))
     case = session.case_for(property_model)

@@ -5,14 +5,16 @@ lists the fingerprint it was measured with; the gate compares the two
 (`compare`). Fields (all optional but `kind`):
 
 * `kind`: what kind of failure (`KINDS`): a graph break, a data-dependent
-  guard, an unsupported construct, a recompile, a numerical mismatch, an
+  guard, an unsupported construct, a recompile, a numerical mismatch, a
+  failure of the compile backend where dynamo alone traces fullgraph
+  (`backend`: inductor's lowering, code generation or generated code), an
   exception of the model under the check, an export error, a harness error,
   a crash of the process running the cell, a timeout, or a contract the check states in words (`contract`);
 * `where`: the place in code as ``module:qualname`` (`conformance.reasons.site`),
   no line numbers, so moving code does not change it;
 * `error`: the exception type that decided, when one did;
 * `what`: for `contract`, the check's reason with numbers and shapes masked
-  (``logits differ from eager by # > #``);
+  (``logits differ from eager by # > #``); for `backend`, the backend's message masked;
 * `sites` / `breaks`: for compile cells, each graph-break site
   (``<first line of the reason> @ <module:qualname>``) with how often it
   broke, and the total count;
@@ -32,8 +34,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 
-KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "numerical_mismatch", "exception",
-         "export_error", "call_order", "contract", "harness_error", "crash", "timeout")
+KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "numerical_mismatch", "backend",
+         "exception", "export_error", "call_order", "contract", "harness_error", "crash", "timeout")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
 SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")

@@ -24,6 +24,10 @@ It holds when:
   sequences (except where generate returns no token ids in `sequences`, e.g.
   decoded audio: then it is not forced, metric `forced_tokens` False).
 
+Under a code-generating backend (inductor) a failure raised after dynamo's
+trace is the backend's (kind `backend`) when the same generate compiled
+with dynamo alone (backend eager) runs (`conformance.checks.common.backend`).
+
 Not applicable when generate passes no KV cache to any forward, or returns
 no token `sequences` (a scoring output such as CLVP's).
 Metrics: `max_abs_diff`, `max_abs_diff_no_cache`, `recompiles`,
@@ -37,6 +41,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
 from conformance.build.case import Case
+from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
@@ -225,7 +230,19 @@ def check_compile_decode(case: Case) -> dict:
             kind = kind_of(exc)
             fingerprint = Fingerprint("graph_break" if kind == "unsupported" else kind, where=where_of(exc),
                                       error=type(exc).__name__)
-            raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {break_reason(exc)}",
+            reason = break_reason(exc)
+            if case.backend != "eager" and raised_in_backend(exc):
+                def decode_alone(backend: str) -> None:
+                    fresh = case.fresh_model()
+                    with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
+                        fresh.generate(**inputs, **generate_kwargs, **_cache_kwargs(fresh, decoder, calls[0]),
+                                       compile_config=_compile_config(backend), logits_processor=LogitsProcessorList(
+                                           [ForceTokens(tokens)] if forced else []))
+
+                if dynamo_alone(decode_alone):  # dynamo traced the step fullgraph: the failure is the backend's
+                    reason, fingerprint = backend_failure(exc, case.backend)
+                    metrics["graph_breaks"] = 0
+            raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {reason}",
                                     metrics, fingerprint) from exc
         metrics["compile_seconds"] = watch.compile_seconds
         _judge_compilation(watch, metrics)

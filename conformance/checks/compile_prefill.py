@@ -19,9 +19,15 @@ that fullgraph fails: a `torch._check` on a tensor breaks at `.item()`
 without fullgraph and traces with it). A warm verdict that differs from the
 cold one fails the cell, and the reason says so.
 
+Under a code-generating backend (inductor), a failure raised after dynamo's
+trace (lowering, code generation, the generated code's size/stride
+assertions) is the backend's when dynamo alone (backend eager) compiles a
+fresh instance fullgraph: the reason says so and the kind is `backend`
+(`conformance.checks.common.backend`).
+
 The fingerprint of a failure (`conformance.fingerprints`) is its kind (graph
 break, data-dependent guard, an exception of the model, numerical mismatch,
-call order), the cold failure's site (``module:qualname``), every graph-break
+the backend's own failure, call order), the cold failure's site (``module:qualname``), every graph-break
 site with its count and the total, and the cold and warm verdicts: what the
 gate compares, so a second graph break or a new failure site is a change even
 in a cell already known to fail.
@@ -37,6 +43,7 @@ from dataclasses import dataclass
 import torch
 
 from conformance.build.case import Case
+from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
 from conformance.checks.common.compare import logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks
 from conformance.checks.common.outcome import ContractViolation
@@ -51,6 +58,7 @@ class Attempt:
     failure: str = ""
     error: BaseException | None = None
     numerical: bool = False
+    backend: Fingerprint | None = None  # the backend's own failure (dynamo alone traces fullgraph)
 
     @property
     def passed(self) -> bool:
@@ -108,6 +116,7 @@ def check_compile_prefill(case: Case) -> dict:
 
     if cold.passed and warm.passed:
         return metrics
+    cold, warm = _blame_backend(case, inputs, cold, warm)
     fingerprint = _fingerprint(cold, warm, sites)
     if cold.passed != warm.passed:
         raise ContractViolation(
@@ -131,8 +140,35 @@ def _warm(reference, case: Case, inputs: dict, expected: torch.Tensor, tol: floa
                                  tol, metrics)
 
 
+def _blame_backend(case: Case, inputs: dict, cold: Attempt, warm: Attempt) -> tuple[Attempt, Attempt]:
+    """Under a code-generating backend, a failure raised after dynamo's trace is the backend's when dynamo
+    alone compiles a fresh instance fullgraph: such attempts say so (reason and fingerprint)."""
+    suspects = [a for a in (cold, warm) if a.error is not None and raised_in_backend(a.error)]
+    if case.backend == "eager" or not suspects:
+        return cold, warm
+
+    def compile_alone(backend: str) -> None:
+        with torch.no_grad():
+            torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**inputs)
+
+    if not dynamo_alone(compile_alone):
+        return cold, warm
+    blamed = []
+    for attempt in (cold, warm):
+        if any(attempt is suspect for suspect in suspects):
+            reason, fingerprint = backend_failure(attempt.error, case.backend)
+            attempt = Attempt(f"fullgraph compile failed: {reason}", attempt.error, backend=fingerprint)
+        blamed.append(attempt)
+    return blamed[0], blamed[1]
+
+
 def _fingerprint(cold: Attempt, warm: Attempt, sites: dict[str, int] | None) -> Fingerprint:
     failed = cold if not cold.passed else warm
+    if failed.backend is not None:  # dynamo traced fullgraph: the breaks of a trace without it are not the story
+        found = failed.backend
+        return Fingerprint("call_order" if cold.passed != warm.passed else found.kind, where=found.where,
+                           error=found.error, what=found.what, cold="pass" if cold.passed else "fail",
+                           warm="pass" if warm.passed else "fail")
     if failed.error is not None:
         kind = kind_of(failed.error)
         kind = "graph_break" if kind == "unsupported" else kind

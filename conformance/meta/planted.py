@@ -363,6 +363,27 @@ class NonFiniteLM(TinyLM):
         return logits / 0.0
 
 
+@torch.library.custom_op("conformance_planted::column_major", mutates_args=())
+def column_major(x: torch.Tensor) -> torch.Tensor:
+    """A copy of `x` laid out column-major (its last two dims' strides swapped)."""
+    return x.transpose(-1, -2).contiguous().transpose(-1, -2).clone(memory_format=torch.preserve_format)
+
+
+@column_major.register_fake
+def _column_major_fake(x: torch.Tensor) -> torch.Tensor:
+    return torch.empty_like(x, memory_format=torch.contiguous_format)  # the planted lie: row-major strides
+
+
+class WrongFakeStridesLM(TinyLM):
+    """Its head runs a custom op whose fake kernel claims row-major strides while the op returns column-major
+    ones: dynamo runs the real op after tracing (backend eager passes); inductor's generated code asserts the
+    strides the fake kernel promised and fails (the size/stride assertion users meet)."""
+
+    def adjust(self, logits, decode, cache):
+        rows = logits.reshape(-1, logits.shape[-1])  # two dims longer than 1, in decode steps too
+        return column_major(rows).reshape(logits.shape)
+
+
 # --- cases ------------------------------------------------------------------------------------------
 
 

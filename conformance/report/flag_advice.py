@@ -57,7 +57,7 @@ ACTIONS = ("set", "ambiguous", "unobserved", "agrees", "undeclared")
 CALL_ORDER_REASON = "call order changes the verdict"
 # Failure kinds that say compiling itself failed (conformance.fingerprints.KINDS); an `exception` or `contract`
 # of a compile check is the model's or generate's, and may fail without compiling too.
-COMPILER_KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "numerical_mismatch")
+COMPILER_KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "numerical_mismatch", "backend")
 REASON_MARKERS = (("data_dependent_guard", DATA_DEPENDENT), ("unsupported", ("Unsupported",)),
                   ("recompile", ("recompiled",)), ("graph_break", ("graph break",)))
 

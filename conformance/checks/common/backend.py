@@ -1,0 +1,107 @@
+"""Which part of `torch.compile` failed: dynamo's trace, or the backend after it (inductor).
+
+A compile check under a code-generating backend fails either while dynamo
+traces (a graph break, a data-dependent guard: the same under every backend)
+or after it: AOTAutograd, inductor's lowering and code generation, or the
+generated code at run time (a size/stride assertion, a wrong fake kernel).
+
+Contract:
+
+* `raised_in_backend(exc)` is True when a frame of the exception (or of an
+  exception it was raised from) is in AOTAutograd, inductor, or code inductor
+  generated, or the exception is the wrapper dynamo raises around a
+  backend's failure. A hint only: a check confirms it with `dynamo_alone`.
+* `backend_site(exc)` is the innermost such frame as ``module:qualname``;
+  code inductor generated (hash-named files) is ``<inductor generated
+  code>:<function>``, stable across runs.
+* `backend_failure(exc, backend)` is the one-line reason and the fingerprint
+  (kind ``backend``, the site, the inner exception type, the masked first
+  line of its message) of a failure that `dynamo_alone` showed is the backend's.
+* `dynamo_alone(call)` runs `call("eager")` (the same compile with dynamo's
+  eager backend: tracing, no code generation) and says whether it raised
+  nothing: then dynamo traced fullgraph and the failure under the other
+  backend is that backend's own.
+"""
+
+from __future__ import annotations
+
+import traceback
+from typing import Callable
+
+import torch
+
+from conformance.fingerprints import Fingerprint, mask
+from conformance.reasons import site
+
+BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
+GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
+WRAPPERS = ("BackendCompilerFailed", "InductorError")
+GENERATED_SITE = "<inductor generated code>"
+MESSAGE_LIMIT = 240
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    """The exception, then what it was raised from (its cause or context, and a wrapper's inner exception)."""
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
+    return seen
+
+
+def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
+    return [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
+
+
+def _generated(filename: str) -> bool:
+    return any(marker in filename for marker in GENERATED_MARKERS)
+
+
+def _in_backend(filename: str) -> bool:
+    return _generated(filename) or any(part in filename for part in BACKEND_PARTS)
+
+
+def raised_in_backend(exc: BaseException) -> bool:
+    if any(type(e).__name__ in WRAPPERS for e in _chain(exc)):
+        return True
+    return any(_in_backend(f.filename) for f in _frames(exc))
+
+
+def backend_site(exc: BaseException) -> str:
+    frames = [f for f in _frames(exc) if _in_backend(f.filename)]
+    if not frames:
+        return ""
+    frame = frames[-1]
+    if _generated(frame.filename):
+        return f"{GENERATED_SITE}:{frame.name}"
+    return site(frame.filename, frame.lineno, frame.name)
+
+
+def _inner(exc: BaseException) -> BaseException:
+    """The exception a backend wrapper (BackendCompilerFailed, InductorError) was raised for."""
+    chain = _chain(exc)
+    return next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
+
+
+def backend_failure(exc: BaseException, backend: str) -> tuple[str, Fingerprint]:
+    inner = _inner(exc)
+    message = next((line.strip() for line in str(inner).splitlines() if line.strip()), "") or repr(inner)
+    message = " ".join(message.split())
+    if len(message) > MESSAGE_LIMIT:
+        message = message[: MESSAGE_LIMIT - 3] + "..."
+    where = backend_site(exc)
+    stage = "its generated code raised" if where.startswith(GENERATED_SITE) else "compiling the traced graph failed"
+    reason = (f"{backend} failed where dynamo alone traces the same call fullgraph (backend eager): {stage}: "
+              f"{type(inner).__name__}: {message}" + (f" (at {where})" if where else ""))
+    return reason, Fingerprint("backend", where=where, error=type(inner).__name__, what=mask(message))
+
+
+def dynamo_alone(call: Callable[[str], object]) -> bool:
+    torch._dynamo.reset()
+    try:
+        call("eager")
+    except Exception:
+        return False
+    finally:
+        torch._dynamo.reset()
+    return True

@@ -1,0 +1,58 @@
+"""The compile columns under inductor: a failure only inductor makes is a failure, and says it is inductor's.
+
+`WrongFakeStridesLM` (planted.py) passes both compile checks with dynamo's
+eager backend and fails under inductor, whose generated code asserts the
+strides a custom op's fake kernel promised. The correct `TinyLM` passes under
+inductor too, its logits compared with eager within inductor's tolerance.
+These compile real C++ kernels (a few seconds each).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import transformers
+
+from conformance.checks.common.outcome import run_check
+from conformance.checks.common.registry import load_all
+from conformance.meta import planted
+
+load_all()
+
+pytestmark = pytest.mark.skipif(
+    int(transformers.__version__.split(".")[0]) < 5,
+    reason=f"transformers {transformers.__version__}: the planted models need transformers 5's StaticCache and "
+           "generate API (planted.py)")
+
+COMPILE_CHECKS = ("compile_prefill", "compile_decode")
+
+
+def case(model_class, backend: str):
+    return dataclasses.replace(planted.case_for(model_class), backend=backend)
+
+
+@pytest.mark.parametrize("check_id", COMPILE_CHECKS)
+def test_the_correct_model_passes_under_inductor(check_id):
+    outcome = run_check(check_id, case(planted.TinyLM, "inductor"))
+    assert outcome.verdict == "pass", outcome.reason
+    assert outcome.metrics["max_abs_diff"] <= 1e-4
+
+
+@pytest.mark.parametrize("check_id", COMPILE_CHECKS)
+def test_wrong_fake_strides_pass_with_dynamo_alone(check_id):
+    outcome = run_check(check_id, case(planted.WrongFakeStridesLM, "eager"))
+    assert outcome.verdict == "pass", outcome.reason
+
+
+@pytest.mark.parametrize("check_id", COMPILE_CHECKS)
+def test_an_inductor_only_failure_is_red_and_named_inductors(check_id):
+    outcome = run_check(check_id, case(planted.WrongFakeStridesLM, "inductor"))
+    assert outcome.verdict == "fail", outcome.metrics
+    assert "inductor failed where dynamo alone traces the same call fullgraph" in outcome.reason
+    assert "its generated code raised" in outcome.reason and "stride" in outcome.reason
+    fingerprint = outcome.fingerprint.to_data()
+    assert fingerprint["kind"] == "backend", fingerprint
+    assert fingerprint["where"].startswith("<inductor generated code>:"), fingerprint
+    assert fingerprint["error"] == "AssertionError"
+    assert "#" in fingerprint["what"]  # sizes and strides masked: the same lie at another shape is the same failure

@@ -76,6 +76,23 @@ def test_publish_writes_the_four_files(tmp_path, capsys):
     assert (tmp_path / "README.md").read_text() == readme
 
 
+def test_publish_of_another_supported_version_writes_its_own_folder(tmp_path, capsys):
+    from conformance import versions
+
+    other = next(v for v in versions.supported() if not v.is_gate)
+    envelope = make_envelope()
+    envelope["environment"]["transformers"] = other.transformers
+    (tmp_path / "README.md").write_text(README)
+    run_json = save(tmp_path / "run.json", envelope)
+    code, out, _ = run(capsys, "publish", run_json, "--root", tmp_path)
+    folder = tmp_path / "reports" / other.env
+    assert code == 0 and out.count("wrote ") == 3
+    assert report.load_envelope(folder / "matrix.json") == envelope
+    assert (folder / "MATRIX.md").read_text() == render.render_markdown(envelope)
+    assert (tmp_path / "README.md").read_text() == README  # the README shows the gate's version
+    assert not (tmp_path / "reports" / "matrix.json").exists()
+
+
 @pytest.mark.parametrize("readme, message", [(None, "no such file"), ("# no markers\n", "matrix markers")])
 def test_publish_writes_nothing_on_a_bad_readme(tmp_path, capsys, readme, message):
     if readme is not None:

@@ -33,6 +33,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from conformance import versions
 from conformance.report import diff, io, page, pages, render, summary, truth
 from conformance.report import envelope as report
 
@@ -87,8 +88,24 @@ def cmd_render(args) -> int:
     return 0
 
 
+def version_folder(envelope: dict) -> Path | None:
+    """Where the run of a supported version other than the gate's is published (reports/<its tox env>/); None
+    for the gate's version (the main matrix and the README) and for a version fixtures/versions.toml does not list."""
+    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
+    version = next((v for v in versions.supported() if v.minor == minor), None)
+    return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
+
+
 def published_files(envelope: dict, root: Path) -> dict[Path, str]:
-    """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README."""
+    """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README; for
+    another supported version than the gate's, the first three in that version's folder (`version_folder`)."""
+    folder = version_folder(envelope)
+    if folder is not None:
+        return {
+            root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
+            root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
+            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+        }
     readme = root / README
     if not readme.is_file():
         raise CliError(f"{readme}: no such file; run publish from the repository root or pass --root DIR")

@@ -15,7 +15,8 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
 * reasons and links already written for a cell are kept (people edit them);
   new cells get the run's one-line reason;
 * entries are sorted by model then check, and the file is written
-  atomically. An unusable run file raises ExpectationsError (one line).
+  atomically. A published matrix that merged another backend's columns
+  (`compile_prefill@inductor`) is refused: each backend's run updates its own file. An unusable run file raises ExpectationsError (one line).
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
     except EnvelopeError as exc:
         raise ExpectationsError(str(exc)) from None
     env = envelope["environment"]
+    if env.get("backends"):
+        raise ExpectationsError(f"{run_path}: a merged matrix with columns of other backends "
+                                f"({', '.join(env['backends'])}); update from each backend's own run file "
+                                "(e.g. reports/latest/gate.json, then reports/latest/inductor.json)")
     run = run_conditions(env.get("device", "cpu"), env.get("dtype", "float32"), env.get("backend", "eager"),
                          env.get("torch", ""))
     file = _target(envelope, run, Path(path) if path else None)

@@ -10,6 +10,7 @@ These compile real C++ kernels (a few seconds each).
 from __future__ import annotations
 
 import dataclasses
+import shutil
 
 import pytest
 import transformers
@@ -20,10 +21,14 @@ from conformance.meta import planted
 
 load_all()
 
-pytestmark = pytest.mark.skipif(
-    int(transformers.__version__.split(".")[0]) < 5,
-    reason=f"transformers {transformers.__version__}: the planted models need transformers 5's StaticCache and "
-           "generate API (planted.py)")
+pytestmark = [
+    pytest.mark.skipif(
+        int(transformers.__version__.split(".")[0]) < 5,
+        reason=f"transformers {transformers.__version__}: the planted models need transformers 5's StaticCache and "
+               "generate API (planted.py)"),
+    pytest.mark.skipif(not (shutil.which("g++") or shutil.which("c++")),
+                       reason="no C++ compiler (g++ or c++): inductor cannot build its CPU kernels here"),
+]
 
 COMPILE_CHECKS = ("compile_prefill", "compile_decode")
 

@@ -23,7 +23,7 @@ import pytest
 from conformance import locations
 from conformance.meta.test_report import CHECK_INFO, ENV, cell
 from conformance.report import envelope as report
-from conformance.report import flag_advice
+from conformance.report import flag_advice, render
 from conformance.tools import cli, flag_patch
 
 pytestmark = pytest.mark.meta
@@ -144,6 +144,45 @@ def test_inductor_run_decides_the_compile_flag_where_it_observed_the_class():
     assert "from the inductor run" in note and "eager backend" in note
     eager_only = flag_advice.backend_note(flag_advice.advise([eager], ["eager.json"]))
     assert "eager backend only" in eager_only and "inductor" in eager_only
+
+
+def test_a_published_matrix_with_inductor_columns_judges_the_compile_flag_by_them():
+    inductor_rows = {"BetaForConditionalGeneration": row(False, failed("inductor failed where dynamo alone traces "
+                                                                      "the same call fullgraph", "backend"),
+                                                         cell("pass")),
+                     "AlphaForConditionalGeneration": row(True, cell("skip", "does not apply"))}
+    merged = report.merge_envelopes([make_run(), make_run(inductor_rows, backend="inductor")],
+                                    ["eager.json", "inductor.json"])
+    assert merged["checks"] == ["build", "compile_prefill", "compile_prefill@inductor", "compile_decode",
+                                "compile_decode@inductor"]
+    assert merged["check_info"]["compile_prefill@inductor"]["backend"] == "inductor"
+    assert merged["environment"]["backend"] == "eager"
+    assert merged["environment"]["backends"]["inductor"]["source"] == "inductor.json"
+    beta_cells = merged["models"]["BetaForConditionalGeneration"]["cells"]
+    assert beta_cells["build"] == ROWS["BetaForConditionalGeneration"]["cells"]["build"]  # the main run's
+    overclaimed, underclaimed = render.flag_disagreements(merged)
+    assert "BetaForConditionalGeneration" not in {d.model for d in underclaimed}  # inductor failed: not flippable
+    assert "GammaForConditionalGeneration" in {d.model for d in underclaimed}  # no inductor cell: eager decides
+    advice = by_model(flag_advice.advise([merged], ["matrix.json"]))
+    beta, gamma = advice["BetaForConditionalGeneration"], advice["GammaForConditionalGeneration"]
+    assert (beta.action, beta.backend) == ("agrees", "inductor")
+    assert [e.check for e in beta.evidence] == ["compile_prefill@inductor", "compile_decode@inductor"]
+    assert (gamma.action, gamma.value, gamma.backend) == ("set", True, "eager")
+    alpha = advice["AlphaForConditionalGeneration"]  # its inductor cell does not apply: the eager cells decide
+    assert (alpha.action, alpha.value, alpha.backend) == ("set", False, "eager")
+    text = render.render_markdown(merged)
+    assert "judged by the `@inductor` columns" in text and "(columns `@inductor`: backend inductor)" in text
+    assert "`compile_prefill@inductor`" in text
+
+
+def test_a_run_under_another_backend_without_compile_columns_is_refused():
+    other = make_run(backend="inductor")
+    other["checks"] = ["build"]
+    other["check_info"] = {"build": CHECK_INFO["build"]}
+    for item in other["models"].values():
+        item["cells"] = {"build": item["cells"]["build"]}
+    with pytest.raises(report.EnvelopeError, match="no check that depends on the backend"):
+        report.merge_envelopes([make_run(), other], ["eager.json", "inductor.json"])
 
 
 def test_runs_of_two_versions_are_refused():

@@ -211,6 +211,13 @@ def test_update_refuses_a_file_of_other_conditions(tmp_path):
         update_expectations(cuda, file)
 
 
+def test_update_refuses_a_matrix_merged_with_another_backends_columns(tmp_path):
+    merged = write_run(tmp_path / "matrix.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}},
+                       env={"backends": {"inductor": {"source": "inductor.json"}}})
+    with pytest.raises(gate.ExpectationsError, match="update from each backend's own run file"):
+        update_expectations(merged, tmp_path / "5.24.toml")
+
+
 @pytest.mark.parametrize("content, message", [(None, "no such file"), ("{", "not valid JSON"),
                                               ('{"a": 1}', "expected 'vlm-conformance/1'")])
 def test_update_from_bad_run_is_one_clear_line(tmp_path, content, message):

@@ -18,8 +18,8 @@ ENV = {"python": "3.11.9", "torch": "2.13.0", "transformers": "5.24.0", "device"
 CHECKS = ["build", "compile_prefill", "compile_decode", "legacy_cache"]
 CHECK_INFO = {  # what the registry says of these checks (registry.describe)
     "build": {"column": 10, "observes": []},
-    "compile_prefill": {"column": 20, "observes": ["_can_compile_fullgraph"]},
-    "compile_decode": {"column": 30, "observes": ["_can_compile_fullgraph"]},
+    "compile_prefill": {"column": 20, "observes": ["_can_compile_fullgraph"], "compares": ["max_abs_diff"]},
+    "compile_decode": {"column": 30, "observes": ["_can_compile_fullgraph"], "compares": ["max_abs_diff"]},
     "legacy_cache": {"column": 50, "observes": [],
                      "lists": {"metric": "raw_tuple", "what": "what a raw legacy tuple passed to forward does"}},
 }

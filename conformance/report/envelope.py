@@ -15,7 +15,10 @@ Contracts:
   holding one under ``conformance``).
 * `merge_envelopes` joins envelopes of one environment: shards (other
   classes) and runs of other checks (an extra's environment, e.g. the ONNX
-  columns) alike; a cell in two of them is an error;
+  columns) alike; a cell in two of them is an error; a run under another
+  dynamo backend than the first file's (`--backend inductor`) joins as its
+  own columns, ``compile_prefill@inductor`` next to ``compile_prefill``
+  (`as_backend_columns`);
   `envelope_from_parts` rebuilds an envelope from an interrupted run's part
   files.
 """
@@ -44,6 +47,8 @@ ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
 # Cell fields a record carries where they apply: the listed verdict of a cell the expectations list, the raw
 # verdict when the gate changed it, why a listed cell is not xfail, what failed and where.
 CELL_EXTRAS = ("expected", "observed", "gate", "fingerprint")
+# `compile_prefill@inductor`: a backend-dependent check's column from a run under another backend.
+BACKEND_SEPARATOR = "@"
 # Name of an optional file in a parts directory holding the run's environment.
 PARTS_ENVIRONMENT = "environment.json"
 
@@ -227,10 +232,14 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     appears in two run files (a true duplicate: merge the rerun instead of
     the old one). A column one run file could not run (`not_run`) and another
     ran is a run column. The merged environment is the first file's, numeric
-    extras (peak memory) taken as the maximum over the files.
+    extras (peak memory) taken as the maximum over the files. A run under
+    another backend joins as its own columns (`as_backend_columns`).
     """
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
+    first_backend = envelopes[0]["environment"].get("backend")
+    envelopes = [e if e["environment"].get("backend") == first_backend else as_backend_columns(e, first_backend, s)
+                 for e, s in zip(envelopes, sources)]
     first_env = envelopes[0]["environment"]
     for envelope, source in zip(envelopes[1:], sources[1:]):
         env = envelope["environment"]
@@ -271,6 +280,54 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
         "not_run": not_run,
         "models": rows,
         "summary": summarize(rows, checks),
+    }
+
+
+def backend_dependent(check_info: dict) -> bool:
+    """Whether a check's verdict depends on the run's dynamo backend: it compares within the run's backend
+    tolerance (`check_info` names no fixed `tolerance`: the compile checks), so it compiled with that backend."""
+    return bool(check_info.get("compares")) and not check_info.get("tolerance")
+
+
+def backend_column(check_id: str, backend: str) -> str:
+    return f"{check_id}{BACKEND_SEPARATOR}{backend}"
+
+
+def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
+    """A run under another dynamo backend, as columns that sit next to the main run's: each backend-dependent
+    check `c` becomes `c@<backend>` (check_info says `backend`; its column just after `c`'s), the others (build,
+    export) are dropped (the main run has them), and its environment is the main run's backend with this run's
+    under `environment.backends`. Raises EnvelopeError when the run has no backend-dependent column."""
+    env = envelope["environment"]
+    backend = env.get("backend") or "?"
+    info = envelope.get("check_info") or {}
+    keep = [c for c in envelope["checks"] if backend_dependent(info.get(c) or {})]
+    if not keep:
+        raise EnvelopeError(f"{source}: a run under backend {backend!r} (the first run file's is {main_backend!r}) "
+                            "with no check that depends on the backend; merge runs of one backend, or pass the "
+                            "compile columns' run (--checks compile_prefill,compile_decode --backend "
+                            f"{backend})")
+    renamed = {c: backend_column(c, backend) for c in keep}
+    check_info = {}
+    for check_id, new in renamed.items():
+        entry = dict(info[check_id], backend=backend)
+        if isinstance(entry.get("column"), int):
+            entry["column"] += 1
+        check_info[new] = entry
+    models = {}
+    for name, row in envelope["models"].items():
+        cells = {renamed[c]: cell for c, cell in row["cells"].items() if c in renamed}
+        models[name] = {**{k: v for k, v in row.items() if k != "cells"}, "cells": cells}
+    backends = {backend: {"source": source, "created": envelope.get("created"),
+                          "expectations": env.get("expectations", [])}}
+    return {
+        **envelope,
+        "environment": {**env, "backend": main_backend, "backends": backends},
+        "checks": list(renamed.values()),
+        "check_info": check_info,
+        "not_run": {renamed[c]: why for c, why in (envelope.get("not_run") or {}).items() if c in renamed},
+        "models": models,
+        "summary": summarize(models, renamed.values()),
     }
 
 

@@ -46,11 +46,16 @@ from dataclasses import dataclass
 
 from conformance.fingerprints import DATA_DEPENDENT
 from conformance.report.findings import cause_of
-from conformance.report.render import flag_checks, flag_disagreements
+from conformance.report.render import (
+    BACKEND_FLAGS,
+    PREFERRED_BACKEND,
+    column_backend,
+    flag_checks,
+    flag_disagreements,
+    observing_cells,
+)
 from conformance.verdicts import raw
 
-BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with
-PREFERRED_BACKEND = "inductor"  # what users run: the backend that decides BACKEND_FLAGS where a run has it
 ACTIONS = ("set", "ambiguous", "unobserved", "agrees", "undeclared")
 # The reason a check gives when the verdict depends on call order (conformance.checks.compile_prefill), for run
 # files older than fingerprints; newer cells say so in their fingerprint (kind call_order).
@@ -125,9 +130,8 @@ def failure_kind(cell: dict) -> str:
     return (cell.get("fingerprint") or {}).get("kind") or reason_kind(cell.get("reason", ""))
 
 
-def _evidence(row: dict, checks) -> tuple[Evidence, ...]:
-    return tuple(Evidence(c, row["cells"][c]["verdict"], raw(row["cells"][c]), row["cells"][c].get("reason", ""))
-                 for c in checks if c in row["cells"])
+def _evidence(cells: dict[str, dict]) -> tuple[Evidence, ...]:
+    return tuple(Evidence(c, cell["verdict"], raw(cell), cell.get("reason", "")) for c, cell in cells.items())
 
 
 def _declared_false(row: dict, flag: str, evidence: tuple[Evidence, ...]) -> tuple[str, bool | None, str, str]:
@@ -155,16 +159,17 @@ def _declared_false(row: dict, flag: str, evidence: tuple[Evidence, ...]) -> tup
 
 def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
     """(class, flag) -> Advice for one run, for every class that has a cell of a check observing the flag."""
-    backend = envelope["environment"].get("backend", "")
     overclaimed, underclaimed = flag_disagreements(envelope)
     over = {(d.model, d.flag): d for d in overclaimed}
     under = {(d.model, d.flag): d for d in underclaimed}
     advice = {}
     for flag, checks in flag_checks(envelope).items():
         for name, row in envelope["models"].items():
-            evidence = _evidence(row, checks)
+            cells = observing_cells(envelope, row, flag, checks)
+            evidence = _evidence(cells)
             if all(e.raw == "skip" for e in evidence):  # no cell, or none applies: nothing observed
                 continue
+            backend = column_backend(envelope, evidence[0].check)
             declared = row.get("declared", {}).get(flag)
             cause = ""
             if flag not in row.get("declared", {}):

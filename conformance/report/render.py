@@ -54,6 +54,8 @@ KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be bui
 # No cell: the run did not include it (e.g. an optional column whose extra was not installed). Not a verdict.
 NOT_RUN = ("⬜", "not run (not in this run, e.g. an optional column whose extra was not installed: see the summary)")
 FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
+BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with
+PREFERRED_BACKEND = "inductor"  # what users compile with: where a class has its columns, they decide BACKEND_FLAGS
 
 
 REASON_LIMIT = 1000
@@ -97,8 +99,9 @@ def environment_line(envelope: dict) -> str:
     env = envelope["environment"]
     device = env["device"] + (f" ({env['device_name']})" if env.get("device_name") else "")
     date = str(envelope.get("created", ""))[:10]
+    others = "".join(f" (columns `@{b}`: backend {b})" for b in env.get("backends") or {})
     return (f"transformers {env['transformers']} · torch {env['torch']} · device {device} · "
-            f"dtype {env['dtype']} · backend {env['backend']} · {date}")
+            f"dtype {env['dtype']} · backend {env['backend']}{others} · {date}")
 
 
 def legend() -> str:
@@ -188,6 +191,25 @@ def listed_metrics(envelope: dict) -> dict[str, tuple[str, str]]:
             for c in envelope["checks"] if (info.get(c) or {}).get("lists")}
 
 
+def column_backend(envelope: dict, check_id: str) -> str:
+    """The dynamo backend a column ran under: its own (`compile_prefill@inductor`), else the run's."""
+    return ((envelope.get("check_info") or {}).get(check_id) or {}).get("backend") or \
+        envelope["environment"].get("backend", "")
+
+
+def observing_cells(envelope: dict, row: dict, flag: str, checks) -> dict[str, dict]:
+    """The cells of `checks` that decide `flag` for one class. A flag whose observation depends on the backend
+    (`BACKEND_FLAGS`) is decided by the `PREFERRED_BACKEND` columns where the class has one that applies (what
+    users compile with), else by the other columns (the eager trace: an inductor failure stays unseen)."""
+    cells = {c: row["cells"][c] for c in checks if c in row["cells"]}
+    if flag not in BACKEND_FLAGS:
+        return cells
+    preferred = {c: cell for c, cell in cells.items() if column_backend(envelope, c) == PREFERRED_BACKEND}
+    if any(cell["verdict"] != "skip" for cell in preferred.values()):
+        return preferred
+    return {c: cell for c, cell in cells.items() if c not in preferred}
+
+
 class Disagreement(NamedTuple):
     """A declared flag that the observing checks contradict; `first_failure` is (check, reason) of a true flag."""
 
@@ -201,7 +223,8 @@ class Disagreement(NamedTuple):
 def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagreement]]:
     """(declared but not observed, observed but not declared), by class.
 
-    A true flag disagrees when any observing check fails (fail, xfail,
+    The observing cells are `observing_cells` (inductor's decide the compile
+    flag where the class has them). A true flag disagrees when any observing check fails (fail, xfail,
     timeout, or an xpass that failed with fewer breaks than listed). A false flag disagrees ("could be flipped") when every
     observing check that ran and applies passed, at least one of them.
     """
@@ -211,7 +234,7 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
         for flag, checks in flag_checks(envelope).items():
             if flag not in declared:
                 continue
-            cells = {c: row["cells"][c] for c in checks if c in row["cells"]}
+            cells = observing_cells(envelope, row, flag, checks)
             if not cells:
                 continue
             observed = {c: cell["verdict"] for c, cell in cells.items()}
@@ -242,6 +265,10 @@ def declared_section(envelope: dict) -> list[str]:
     if not flag_checks(envelope):
         return lines + ["This run file does not say which of its checks observe a declared flag (no `check_info`): "
                         "nothing to compare.", ""]
+    if any(column_backend(envelope, c) == PREFERRED_BACKEND for c in envelope["checks"]):
+        lines += [f"`{', '.join(BACKEND_FLAGS)}` is judged by the `@{PREFERRED_BACKEND}` columns where a class has "
+                  f"them (what users compile with: {PREFERRED_BACKEND} can fail where dynamo's eager trace passes), "
+                  "else by the eager columns.", ""]
     overclaimed, underclaimed = disagreements(envelope)
     if not overclaimed and not underclaimed:
         return lines + ["Every declared flag agrees with what the checks observed.", ""]

@@ -61,3 +61,9 @@ def test_an_inductor_only_failure_is_red_and_named_inductors(check_id):
     assert fingerprint["where"].startswith("<inductor generated code>:"), fingerprint
     assert fingerprint["error"] == "AssertionError"
     assert "#" in fingerprint["what"]  # sizes and strides masked: the same lie at another shape is the same failure
+
+
+def test_generated_code_is_named_wherever_the_inductor_cache_lives(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    outcome = run_check("compile_prefill", case(planted.WrongFakeStridesLM, "inductor"))
+    assert outcome.fingerprint.to_data()["where"] == "<inductor generated code>:call", outcome.reason

@@ -12,7 +12,8 @@ Contract:
   generated, or the exception is the wrapper dynamo raises around a
   backend's failure. A hint only: a check confirms it with `dynamo_alone`.
 * `backend_site(exc)` is the innermost such frame as ``module:qualname``;
-  code inductor generated (hash-named files) is ``<inductor generated
+  code inductor generated (hash-named files in its cache directory,
+  wherever TORCHINDUCTOR_CACHE_DIR puts it) is ``<inductor generated
   code>:<function>``, stable across runs.
 * `backend_failure(exc, backend)` is the one-line reason and the fingerprint
   (kind ``backend``, the site, the inner exception type, the masked first
@@ -53,8 +54,18 @@ def _frames(exc: BaseException) -> list[traceback.FrameSummary]:
     return [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
 
 
+def _inductor_cache_dir() -> str:
+    """Where inductor writes the code it generates (TORCHINDUCTOR_CACHE_DIR, else /tmp/torchinductor_<user>)."""
+    try:
+        from torch._inductor.runtime.cache_dir_utils import cache_dir
+    except ImportError:
+        return ""
+    return cache_dir()
+
+
 def _generated(filename: str) -> bool:
-    return any(marker in filename for marker in GENERATED_MARKERS)
+    root = _inductor_cache_dir()
+    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
 
 
 def _in_backend(filename: str) -> bool:

@@ -172,8 +172,12 @@ def test_the_reproducer_has_one_home():
     env = {"device": "cuda", "dtype": "bfloat16", "backend": "inductor"}
     filled = reproducer_template(env).replace("{model}", "LlavaForConditionalGeneration").replace("{check}", "build")
     assert filled == reproducer("LlavaForConditionalGeneration", "build", "cuda", "bfloat16", "inductor")
-    assert Parsed(page.render_html([make_envelope()])).data()["runs"][0]["reproducer"] == \
-        reproducer_template(make_envelope()["environment"])
+    envelope = make_envelope()
+    assert Parsed(page.render_html([envelope])).data()["runs"][0]["reproducers"] == \
+        {c: reproducer_template(envelope["environment"], c) for c in envelope["checks"]}
+    # a column of another backend reruns its check under that backend
+    assert reproducer("A", "compile_prefill@inductor", "auto", "float32", "eager") == \
+        reproducer("A", "compile_prefill", "auto", "float32", "inductor")
 
 
 # --------------------------------------------------------------------------- the command

@@ -54,6 +54,13 @@ def test_each_check_uses_its_backend_and_the_run_dtype():
     assert truth.breaches(_envelope(cells, dtype="bfloat16")) == []  # bf16: 1e-2
 
 
+def test_a_column_of_another_backend_uses_that_backends_tolerance():
+    info = {**INFO, "compile_prefill@inductor": {**INFO["compile_prefill"], "column": 21, "backend": "inductor"}}
+    cells = {"compile_prefill": _cell("pass", max_abs_diff=5e-5),  # eager: 1e-5
+             "compile_prefill@inductor": _cell("pass", max_abs_diff=5e-5)}  # inductor: 1e-4
+    assert [(b.check, b.tolerance) for b in truth.breaches(_envelope(cells, info=info))] == [("compile_prefill", 1e-5)]
+
+
 def test_failing_cells_and_metrics_that_are_no_comparison_are_not_breaches():
     cells = {"static_cache": _cell("xfail", max_abs_diff=0.02),
              "export_forward": _cell("fail", max_abs_diff=1.0),

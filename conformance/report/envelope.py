@@ -293,6 +293,13 @@ def backend_column(check_id: str, backend: str) -> str:
     return f"{check_id}{BACKEND_SEPARATOR}{backend}"
 
 
+def split_column(column: str) -> tuple[str, str]:
+    """(check id, backend) of a column: ``compile_prefill@inductor`` -> (compile_prefill, inductor); a plain
+    check id has backend ''."""
+    check_id, _, backend = column.partition(BACKEND_SEPARATOR)
+    return check_id, backend
+
+
 def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
     """A run under another dynamo backend, as columns that sit next to the main run's: each backend-dependent
     check `c` becomes `c@<backend>` (check_info says `backend`; its column just after `c`'s), the others (build,

@@ -138,7 +138,7 @@
       row.insertCell().textContent = String(seconds);
       body.append(el("h4", "metrics"), list);
     }
-    const command = run.reproducer.split("{model}").join(name).split("{check}").join(check);
+    const command = run.reproducers[check].split("{model}").join(name);
     const pre = el("pre");
     pre.append(el("code", command));
     const copy = el("button", "copy");

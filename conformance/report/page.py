@@ -202,7 +202,8 @@ def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
     reasons: dict[str, int] = {}
     cells = {name: [[_cell_data(e["models"].get(name, {}).get("cells", {}).get(c), reasons) for c in e["checks"]]
                     for e in envelopes] for name in rows}
-    data = {"runs": [{"label": label, "checks": e["checks"], "reproducer": reproducer_template(e["environment"])}
+    data = {"runs": [{"label": label, "checks": e["checks"],
+                      "reproducers": {c: reproducer_template(e["environment"], c) for c in e["checks"]}}
                      for e, label in zip(envelopes, labels)],
             "meanings": {**{v: [render.SYMBOLS[v], render.MEANINGS[v]] for v in VERDICTS},
                          "kerr": list(render.KNOWN_ERROR)},

@@ -2,7 +2,9 @@
 
 Contract: `reproducer(model, check_id, device, dtype, backend)` is
 ``pytest conformance/test_matrix.py::test_<check> --models <Class> --checks <check> [options]``,
-an option written only where it differs from the run's default;
+an option written only where it differs from the run's default; a column of
+another backend (``compile_prefill@inductor``) runs its check under that
+backend;
 `reproducer_template(environment)` is the same command for a run's
 environment with the placeholders `MODEL` and `CHECK` in place of the class
 and check (the HTML page fills them in). Torch-free.
@@ -10,12 +12,16 @@ and check (the HTML page fills them in). Torch-free.
 
 from __future__ import annotations
 
+from conformance.report.envelope import split_column
+
 MATRIX_TESTS = "conformance/test_matrix.py"  # where the run generates every check's test (conformance.run.cells)
 MODEL, CHECK = "{model}", "{check}"
 
 
 def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str) -> str:
     """The one-line pytest command that runs exactly this cell."""
+    check_id, column_backend = split_column(check_id)
+    backend = column_backend or backend
     options = [f"--models {model}", f"--checks {check_id}"]
     for name, value, default in (("device", device, "auto"), ("dtype", dtype, "float32"),
                                  ("backend", backend, "eager")):
@@ -24,7 +30,7 @@ def reproducer(model: str, check_id: str, device: str, dtype: str, backend: str)
     return f"pytest {MATRIX_TESTS}::test_{check_id} {' '.join(options)} -p no:randomly"
 
 
-def reproducer_template(environment: dict) -> str:
-    """`reproducer` for a run's environment, with `MODEL` and `CHECK` left to fill in."""
-    return reproducer(MODEL, CHECK, environment.get("device", "auto"), environment.get("dtype", "float32"),
+def reproducer_template(environment: dict, check_id: str = CHECK) -> str:
+    """`reproducer` for a run's environment, with `MODEL` (and, without `check_id`, `CHECK`) left to fill in."""
+    return reproducer(MODEL, check_id, environment.get("device", "auto"), environment.get("dtype", "float32"),
                       environment.get("backend", "eager"))

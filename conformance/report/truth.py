@@ -5,7 +5,7 @@ Contracts:
 * `comparisons(envelope)` is, per check of the run, the metrics it records
   for a comparison it asserts and the tolerance that applies: the run file's
   `check_info` (``compares``, ``tolerance``: the backend whose tolerance
-  applies, else the run's backend), at the run's dtype
+  applies, else the column's own backend (``compile_prefill@inductor``), else the run's), at the run's dtype
   (`conformance.tolerances`). A run file written before checks declared
   their comparisons (no ``compares`` in its `check_info`) is read with the
   registry's declarations (`registry.describe`), imported only then.
@@ -57,7 +57,7 @@ def comparisons(envelope: dict) -> dict[str, tuple[tuple[str, ...], float]]:
     env = envelope["environment"]
     found = {}
     for check_id, entry in _declared(envelope).items():
-        backend = entry.get("tolerance") or env["backend"]
+        backend = entry.get("tolerance") or entry.get("backend") or env["backend"]  # a column's own backend
         found[check_id] = (tuple(entry.get("compares", ())), tolerances.tolerance(env["dtype"], backend))
     return found
 

@@ -170,11 +170,14 @@ def auto_strategy(ctx: SampleContext) -> str:
     return auto_select(ctx)
 
 
-def make_sample(tiny: TinyModel, model: torch.nn.Module) -> Sample:
+def make_sample(tiny: TinyModel, model: torch.nn.Module, overrides: dict[str, Any] | None = None,
+                strategy: str | None = None) -> Sample:
+    """The sample of `make_sample`'s contract; `overrides` replace recipe keys and `strategy` names the
+    strategy (variants of a sample re-run its strategy with e.g. ``images_per_prompt`` overridden)."""
     from conformance.build.strategies import get_strategy
 
-    ctx = SampleContext(tiny=tiny, model=model, recipe=recipe_for(tiny))
-    name = ctx.recipe.get("strategy") or auto_strategy(ctx)
+    ctx = SampleContext(tiny=tiny, model=model, recipe={**recipe_for(tiny), **(overrides or {})})
+    name = strategy or ctx.recipe.get("strategy") or auto_strategy(ctx)
     sample = get_strategy(name)(ctx)
     for key, value in ctx.recipe.get("extra_inputs", {}).items():
         sample.inputs[key] = torch.tensor(value) if isinstance(value, list) else value

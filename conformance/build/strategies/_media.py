@@ -8,7 +8,7 @@ from typing import Any
 import torch
 
 from conformance.build.configs import IMAGE_PLACEHOLDERS, first_value, placeholder_id
-from conformance.build.samples import Sample
+from conformance.build.samples import BATCH, Sample
 from conformance.build.tiny import IMAGE_SIZE
 
 
@@ -24,6 +24,22 @@ def image_hw(ctx) -> tuple[int, int]:
     if isinstance(size, (list, tuple)):
         return int(size[0]), int(size[-1])
     return int(size), int(size)
+
+
+def images_per_prompt(ctx, default: int = 1) -> int:
+    """Images in each prompt: the recipe's ``images_per_prompt``, else `default`."""
+    return int(ctx.recipe.get("images_per_prompt", default))
+
+
+def per_prompt(count: int, images: int) -> int | list[list[int]]:
+    """Placeholder counts for `assemble`: `count` per image, `images` images in every prompt."""
+    return count if images == 1 else [[count] * images] * BATCH
+
+
+def scaled(ctx, h: int, w: int) -> tuple[int, int]:
+    """An image size (pixels or patches) times the recipe's ``image_scale`` (rows, cols) factors, if any."""
+    scale = ctx.recipe.get("image_scale", (1, 1))
+    return int(h * scale[0]), int(w * scale[-1])
 
 
 def channels(ctx) -> int:

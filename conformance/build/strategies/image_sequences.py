@@ -13,7 +13,14 @@ import torch
 
 from conformance.build.samples import BATCH, Sample
 from conformance.build.strategies import register
-from conformance.build.strategies._media import channels, count_placeholders, image_hw, pixels
+from conformance.build.strategies._media import (
+    channels,
+    count_placeholders,
+    image_hw,
+    images_per_prompt,
+    pixels,
+    scaled,
+)
 from conformance.build.strategies.pixels import assemble
 
 IMAGES_PER_PROMPT = 1
@@ -31,8 +38,8 @@ def _masks(n: int, h: int, w: int) -> list[torch.Tensor]:
 
 @register("image_sequences", when=takes_image_sequences, priority=40)
 def image_sequences(ctx) -> Sample:
-    h, w = image_hw(ctx)
-    n = int(ctx.recipe.get("images_per_prompt", IMAGES_PER_PROMPT))
+    h, w = scaled(ctx, *image_hw(ctx))
+    n = images_per_prompt(ctx, IMAGES_PER_PROMPT)
     errors = []
     for mask in _masks(n, h, w):
         gen = ctx.generator()

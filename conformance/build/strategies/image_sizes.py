@@ -19,7 +19,16 @@ import torch
 
 from conformance.build.samples import BATCH, Sample
 from conformance.build.strategies import register
-from conformance.build.strategies._media import _get_image_features, channels, count_placeholders, image_hw, pixels
+from conformance.build.strategies._media import (
+    _get_image_features,
+    channels,
+    count_placeholders,
+    image_hw,
+    images_per_prompt,
+    per_prompt,
+    pixels,
+    scaled,
+)
 from conformance.build.strategies.pixels import assemble
 
 
@@ -37,8 +46,8 @@ def is_tiled(ctx) -> bool:
     return needs_image_sizes(ctx) and bool(getattr(ctx.config, "image_grid_pinpoints", None))
 
 
-def _sizes(h: int, w: int) -> torch.Tensor:
-    return torch.tensor([[h, w]] * BATCH, dtype=torch.long)
+def _sizes(h: int, w: int, images: int = BATCH) -> torch.Tensor:
+    return torch.tensor([[h, w]] * images, dtype=torch.long)
 
 
 def _side_inputs(ctx) -> dict:
@@ -51,11 +60,12 @@ def _side_inputs(ctx) -> dict:
 @register("pixels_sizes", when=needs_image_sizes, priority=40)
 def pixels_sizes(ctx) -> Sample:
     gen = ctx.generator()
-    h, w = image_hw(ctx)
-    media = {"pixel_values": pixels((BATCH, channels(ctx), h, w), gen)}
-    sizes = _sizes(h, w)
-    count = count_placeholders(ctx, {**media, "image_sizes": sizes}, images=BATCH)
-    return assemble(ctx, media, count, gen, "pixels_sizes", image_sizes=sizes)
+    n = images_per_prompt(ctx)
+    h, w = scaled(ctx, *image_hw(ctx))
+    media = {"pixel_values": pixels((BATCH * n, channels(ctx), h, w), gen)}
+    sizes = _sizes(h, w, BATCH * n)
+    count = count_placeholders(ctx, {**media, "image_sizes": sizes}, images=BATCH * n)
+    return assemble(ctx, media, per_prompt(count, n), gen, "pixels_sizes", image_sizes=sizes)
 
 
 @register("tiles_sizes", when=is_tiled, priority=30)
@@ -64,7 +74,7 @@ def tiles_sizes(ctx) -> Sample:
 
     gen = ctx.generator()
     tile_h, tile_w = image_hw(ctx)
-    height, width = tile_h, 2 * tile_w  # a 1x2 tiles image
+    height, width = scaled(ctx, tile_h, 2 * tile_w)  # a 1x2 tiles image (by default)
     tiles = image_size_to_num_patches((height, width), ctx.config.image_grid_pinpoints, tile_h)
     media = {"pixel_values": pixels((BATCH, tiles, channels(ctx), tile_h, tile_w), gen)}
     sizes = _sizes(height, width)

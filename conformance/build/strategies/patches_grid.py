@@ -18,7 +18,15 @@ import torch
 
 from conformance.build.samples import BATCH, Sample
 from conformance.build.strategies import register
-from conformance.build.strategies._media import channels, count_placeholders, pixels, vision_value
+from conformance.build.strategies._media import (
+    channels,
+    count_placeholders,
+    images_per_prompt,
+    per_prompt,
+    pixels,
+    scaled,
+    vision_value,
+)
 from conformance.build.strategies.pixels import assemble
 
 MERGE_KEYS = ("spatial_merge_size", "merge_size", "merge_kernel_size", "spatial_merge", "downsample_ratio")
@@ -38,8 +46,8 @@ def merge_size(ctx) -> tuple[int, int]:
     return value, value
 
 
-def patch_layouts(ctx, gh: int, gw: int) -> list[tuple[torch.Tensor, tuple[int, ...]]]:
-    """Candidate (grid, pixel shape) pairs for BATCH images of gh x gw patches, most common first.
+def patch_layouts(ctx, gh: int, gw: int, images: int = BATCH) -> list[tuple[torch.Tensor, tuple[int, ...]]]:
+    """Candidate (grid, pixel shape) pairs for `images` images of gh x gw patches, most common first.
 
     The grid counts patches, except in the last candidate, where it counts
     merged tokens and each row of pixels is one token's (m*P, m*P, C) block.
@@ -48,11 +56,11 @@ def patch_layouts(ctx, gh: int, gw: int) -> list[tuple[torch.Tensor, tuple[int, 
     t = int(vision_value(ctx, TEMPORAL_KEYS, 1) or 1)
     c = channels(ctx)
     mh, mw = merge_size(ctx)
-    n = BATCH * gh * gw
+    n = images * gh * gw
     shapes = [(n, c * t * p * p), (n, c * p * p), (n, c, p, p), (n, c, t, p, p), (1, n, c, p, p), (n * p * p, c)]
-    patch_grid = torch.tensor([[1, gh, gw]] * BATCH, dtype=torch.long)
-    token_grid = torch.tensor([[1, gh // mh, gw // mw]] * BATCH, dtype=torch.long)
-    tokens = BATCH * (gh // mh) * (gw // mw)
+    patch_grid = torch.tensor([[1, gh, gw]] * images, dtype=torch.long)
+    token_grid = torch.tensor([[1, gh // mh, gw // mw]] * images, dtype=torch.long)
+    tokens = images * (gh // mh) * (gw // mw)
     return [(patch_grid, s) for s in dict.fromkeys(shapes)] + [(token_grid, (tokens, mh * p, mw * p, c))]
 
 
@@ -73,19 +81,20 @@ def extra_grid_inputs(ctx, images: int) -> dict:
 @register("patches_grid", when=takes_grid, priority=20)
 def patches_grid(ctx) -> Sample:
     gen = ctx.generator()
+    n = images_per_prompt(ctx)
     mh, mw = merge_size(ctx)
-    gh, gw = MERGES_PER_SIDE * mh, MERGES_PER_SIDE * mw
-    extra = extra_grid_inputs(ctx, BATCH)
+    gh, gw = scaled(ctx, MERGES_PER_SIDE * mh, MERGES_PER_SIDE * mw)
+    extra = extra_grid_inputs(ctx, BATCH * n)
     errors = []
-    for grid, shape in patch_layouts(ctx, gh, gw):
+    for grid, shape in patch_layouts(ctx, gh, gw, BATCH * n):
         media = grid_inputs(ctx, shape, grid, ctx.generator())
         try:
-            count = count_placeholders(ctx, {**media, **extra}, images=BATCH)
+            count = count_placeholders(ctx, {**media, **extra}, images=BATCH * n)
         except Exception as exc:  # this layout is not the encoder's; try the next
             errors.append(exc)
             continue
         media["pixel_values"] = pixels(shape, gen)
-        sample = assemble(ctx, {"pixel_values": media["pixel_values"]}, count, gen, "patches_grid",
+        sample = assemble(ctx, {"pixel_values": media["pixel_values"]}, per_prompt(count, n), gen, "patches_grid",
                           image_grid_thw=grid, **extra)
         sample.notes["layout"] = shape
         return sample

@@ -20,7 +20,10 @@ from conformance.build.strategies._media import (
     count_placeholders,
     image_hw,
     image_token_id,
+    images_per_prompt,
+    per_prompt,
     pixels,
+    scaled,
     vision_value,
 )
 from conformance.build.strategies.text import decoder_inputs, is_encoder_decoder
@@ -90,27 +93,28 @@ def assemble(ctx, media: dict, counts, gen: torch.Generator, strategy: str, toke
     return Sample(inputs=inputs, strategy=strategy, media_keys=tuple(media), notes={"placeholders": counts})
 
 
-def pixel_layouts(ctx) -> list[tuple[int, ...]]:
+def pixel_layouts(ctx, images: int = BATCH) -> list[tuple[int, ...]]:
     """Candidate pixel shapes, most common first: (images, C, H, W), then one
     channels-last clip of T frames of one patch per image (folding encoders)."""
-    h, w = image_hw(ctx)
+    h, w = scaled(ctx, *image_hw(ctx))
     c = channels(ctx)
     p = vision_value(ctx, ("patch_size",), h)
     p = int(p[0] if isinstance(p, (list, tuple)) else p)
     t = int(vision_value(ctx, ("temporal_patch_size",), 1) or 1)
-    return list(dict.fromkeys([(BATCH, c, h, w), (BATCH, t, p, p, c)]))
+    return list(dict.fromkeys([(images, c, h, w), (images, t, p, p, c)]))
 
 
 @register("pixels", when=has_images, priority=90)
 def plain_pixels(ctx) -> Sample:
+    n = images_per_prompt(ctx)
     errors = []
-    for shape in pixel_layouts(ctx):
+    for shape in pixel_layouts(ctx, BATCH * n):
         gen = ctx.generator()
         media = {"pixel_values": pixels(shape, gen)}
         try:
-            count = count_placeholders(ctx, media, images=BATCH)
+            count = count_placeholders(ctx, media, images=BATCH * n)
         except Exception as exc:  # not this encoder's layout; try the next
             errors.append(exc)
             continue
-        return assemble(ctx, media, count, gen, "pixels")
+        return assemble(ctx, media, per_prompt(count, n), gen, "pixels")
     raise errors[0]

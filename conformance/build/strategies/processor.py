@@ -35,21 +35,22 @@ import torch
 from conformance.build.processors import ProcessorSpec, ProcessorUnavailable, build_processor, image_marker
 from conformance.build.samples import BATCH, TEXT_TOKENS, Sample
 from conformance.build.strategies import auto_select, get_strategy, register
-from conformance.build.strategies._media import count_placeholders, image_hw, image_token_id
+from conformance.build.strategies._media import count_placeholders, image_hw, image_token_id, images_per_prompt, scaled
 from conformance.build.strategies.text import decoder_inputs, is_encoder_decoder
 
 TEXT_KEYS = ("input_ids", "attention_mask", "token_type_ids", "mm_token_type_ids")
 TRAINING_KEYS = ("labels",)  # training targets some processors add (PaliGemma); a prefill sample has none
 
 
-def sample_images(hw: tuple[int, int], seed: int = 0) -> list[np.ndarray]:
-    """`BATCH` different RGB uint8 images of size `hw` (H, W, 3), from a seeded generator."""
+def sample_images(hw: tuple[int, int], seed: int = 0, count: int = BATCH) -> list[np.ndarray]:
+    """`count` different RGB uint8 images of size `hw` (H, W, 3), from a seeded generator."""
     rng = np.random.default_rng(seed)
-    return [rng.integers(0, 256, size=(*hw, 3), dtype=np.uint8) for _ in range(BATCH)]
+    return [rng.integers(0, 256, size=(*hw, 3), dtype=np.uint8) for _ in range(count)]
 
 
 def sample_prompts(marker: str, words: list[str]) -> list[str]:
-    """`BATCH` prompts of different text around one image `marker`; the first is the shortest."""
+    """`BATCH` prompts of different text around an image `marker` (or several, space-separated); the first is the
+    shortest."""
     before, after = TEXT_TOKENS
     prompts, start = [], 0
     for i in range(BATCH):
@@ -79,13 +80,17 @@ def processor_inputs(ctx):
     """
     spec = ProcessorSpec.from_recipe(ctx.recipe)
     hw = image_hw(ctx)
+    picture_hw = scaled(ctx, *(spec.image_size or hw))
+    n = images_per_prompt(ctx)
     vocab = int(ctx.vocabulary_config.vocab_size)
     added: tuple[str, ...] = ()
     for _ in range(2):
         processor = build_processor(ctx.config, ctx.tiny.info.model_type, spec, hw, ctx.vocabulary_config, added)
         marker = image_marker(processor, spec)
-        prompts = sample_prompts(marker, ordinary_words(processor.tokenizer, 2 * sum(TEXT_TOKENS) + 2 * BATCH))
-        images = [[image] for image in sample_images(spec.image_size or hw)]
+        prompts = sample_prompts(" ".join([marker] * n),
+                                 ordinary_words(processor.tokenizer, 2 * sum(TEXT_TOKENS) + 2 * BATCH))
+        pictures = sample_images(picture_hw, count=BATCH * n)
+        images = [pictures[i * n:(i + 1) * n] for i in range(BATCH)]
         out = processor(images=images, text=prompts, padding=True, padding_side="left", return_tensors="pt")
         outside = sorted({int(i) for i in out["input_ids"].flatten() if i >= vocab})
         if not outside:
@@ -121,12 +126,13 @@ def processor_sample(ctx) -> Sample:
         raise ValueError(f"{type(processor).__name__} returned no pixel input the forward takes "
                          f"(outputs: {sorted(out)})")
     token = image_token_id(ctx)
+    n = images_per_prompt(ctx)
     written = {int((row == token).sum()) for row in inputs["input_ids"]}
-    if len(written) != 1:
-        raise ValueError(f"processor writes {sorted(written)} placeholders in the two prompts of one image each")
-    written_count = written.pop()
+    if len(written) != 1 or next(iter(written)) % n:
+        raise ValueError(f"processor writes {sorted(written)} placeholders in the two prompts of {n} image(s) each")
+    written_count = written.pop() // n
     side = {k: v for k, v in inputs.items() if k not in TEXT_KEYS}
-    emitted = count_placeholders(ctx, side, images=BATCH)
+    emitted = count_placeholders(ctx, side, images=BATCH * n)
     if written_count != emitted:
         raise ValueError(f"processor writes {written_count} placeholders per image, "
                          f"the model's encoder emits {emitted}")

@@ -8,7 +8,9 @@ Contracts:
   weights, never called before; `inputs()` the sample on the case's device
   and dtype; `generate_inputs()` what `generate` takes (the sample's
   `generate_inputs` where its strategy set them, else `inputs()`); `tol(backend)` design.md's logits tolerance
-  (`conformance.tolerances`).
+  (`conformance.tolerances`); `variants()` the sample's variants (other
+  prompt lengths, batch, images: `conformance.build.variants`), made on
+  first use and kept (only the checks that ask for them make them).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->
   sample -> a checked Case. It raises when the tiny model or its inputs
   cannot be made, including when the eager prefill over the sample fails:
@@ -41,6 +43,7 @@ from conformance import tolerances
 from conformance.build.model_failure import ModelFailure, NotStandalone, construction_failure, forward_failure
 from conformance.build.samples import Sample, make_sample
 from conformance.build.tiny import TinyModel, new_model, tiny_config
+from conformance.build.variants import Variants, make_variants
 from conformance.discover import ModelInfo, by_name, class_index, discover, row_metadata
 from conformance.reasons import one_line
 
@@ -58,6 +61,7 @@ class Case:
     dtype: torch.dtype = torch.float32
     backend: str = "eager"
     seed: int = 0
+    _variants: Variants | None = field(default=None, repr=False, compare=False)
 
     def fresh_model(self) -> torch.nn.Module:
         """A new instance with the same deterministic weights, never called before."""
@@ -72,6 +76,13 @@ class Case:
 
     def tol(self, backend: str | None = None) -> float:
         return tolerances.tolerance(str(self.dtype), backend or self.backend)
+
+    def variants(self) -> Variants:
+        """The sample's variants (other prompt lengths, batch, images; `build.variants`), made once."""
+        if self._variants is None:
+            with torch.no_grad():
+                self._variants = make_variants(self.tiny, self.sample, new_model(self.tiny, seed=self.seed))
+        return self._variants
 
 
 def build_case(info: ModelInfo, device, dtype, backend: str) -> Case:

@@ -1,11 +1,15 @@
-"""Optional columns: a check whose extra is not installed is not run, and every report says "not run", never ➖.
+"""Optional and opt-in columns: a check whose extra is not installed, or an opt-in check --checks did not name,
+is not run, and every report says "not run", never ➖.
 
 A check declares the packages it needs (`@check(..., requires=..., extra=...)`).
 Where they are missing, the run deselects its cells and names the missing
 extra in its header, the envelope lists the column under `not_run`, the
 matrix shows its cells as ⬜ (not ➖, "does not apply"), and the envelope of
 the extra's environment merges into the main one (`conformance merge`,
-`conformance publish MAIN.json EXTRA.json`).
+`conformance publish MAIN.json EXTRA.json`). An opt-in column
+(`@check(..., opt_in=GROUP)`) is the same in a run without --checks (its
+reason names the --checks and the tox env that run it), and runs when
+--checks names it.
 """
 
 from __future__ import annotations
@@ -136,6 +140,70 @@ def test_asking_for_a_check_whose_extra_is_missing_is_a_usage_error(inner_run):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert f"--checks: probe {WHY}; install it or leave probe out of --checks" in result.stderr.str()
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- opt-in columns
+
+
+SLOW = "opt-in column, run only when named: --checks slow_probe (tox -e slow)"
+OPT_IN = '''
+from conformance.checks.common.registry import check
+
+
+@check("slow_probe", column=97, opt_in="slow")
+def check_slow_probe(case):
+    return {"probed": case.info.name}
+'''
+
+
+def test_an_opt_in_column_says_how_to_run_it(monkeypatch):
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.load_all()))
+    registry.check("slow_probe", column=97, opt_in="slow")(lambda case: {})
+    assert registry.opt_in_reason("slow_probe") == SLOW
+    assert registry.opt_in_reason("build") == ""
+    assert registry.unavailable("slow_probe") == ""  # nothing is missing: named, it runs
+    assert registry.describe(["slow_probe"])["slow_probe"]["opt_in"] == "slow"
+    assert "opt_in" not in registry.describe(["build"])["build"]
+
+
+@pytest.fixture
+def opt_in_run(pytester):
+    pytester.makeconftest(conftest() + "\nimport slow_probe_check  # noqa: F401  (registers the check)\n")
+    pytester.makepyfile(slow_probe_check=OPT_IN, test_matrix=MATRIX)
+    (pytester.path / "none.toml").write_text("")
+    out = pytester.path / "matrix.json"
+
+    def run(*args):
+        return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--matrix-out", str(out), "--expectations",
+                                             str(pytester.path / "none.toml"), "--models",
+                                             "OkForConditionalGeneration", "-v", *args), out
+    return run
+
+
+def test_an_opt_in_column_is_not_run_unless_named(opt_in_run):
+    result, out = opt_in_run("-k", "test_build or test_slow_probe")
+    text = result.stdout.str()
+    assert f"conformance: not run: slow_probe ({SLOW})" in text  # the header says how to run it
+    assert "test_slow_probe" not in text.split("conformance: not run")[-1].split("\n", 1)[1]  # no cell, no skip
+    assert "1 passed" in text and "skipped" not in text
+    envelope = json.loads(out.read_text())
+    assert envelope["not_run"]["slow_probe"] == SLOW and envelope["check_info"]["slow_probe"]["opt_in"] == "slow"
+    assert list(envelope["models"]["OkForConditionalGeneration"]["cells"]) == ["build"]
+    markdown = render.render_markdown(report.validate_envelope(envelope, "matrix.json"))
+    assert "| `slow_probe` | ⬜ not run |" in markdown and f"Not run: `slow_probe`: `{SLOW}`." in markdown
+    not_run_cells = " ⬜ |" * len(envelope["not_run"])  # never ➖ "does not apply"
+    assert f"| OkForConditionalGeneration | ✅ |{not_run_cells}\n" in markdown
+
+
+def test_an_opt_in_column_named_in_checks_runs(opt_in_run):
+    result, out = opt_in_run("--checks", "build,slow_probe")
+    text = result.stdout.str()
+    assert "test_matrix.py::test_slow_probe[OkForConditionalGeneration] PASSED" in text
+    assert "conformance: not run" not in text
+    envelope = json.loads(out.read_text())
+    assert envelope["checks"] == ["build", "slow_probe"] and envelope["not_run"] == {}
+    cell = envelope["models"]["OkForConditionalGeneration"]["cells"]["slow_probe"]
+    assert cell["verdict"] == "pass"
 
 
 # --------------------------------------------------------------------------- the report

@@ -7,8 +7,8 @@ Contracts:
 * `build_envelope(records, env, checks, models)` makes the envelope (schema
   `vlm-conformance/1`) from cell records (later records of a cell replace
   earlier ones), its `summary` counting verdicts per check; `not_run` maps
-  a column the run could not run (its required packages were missing) to
-  why: such a column is in `checks` with no cells (a report says "not run").
+  a column the run did not run (its required packages were missing, or an
+  opt-in column the run did not name) to why: such a column is in `checks` with no cells (a report says "not run").
 * `load_envelope(path)` returns a validated envelope or raises
   `EnvelopeError` with one line naming the file, the problem and the fix:
   the one reader of run files (an envelope, or a pytest-json-report file

@@ -14,7 +14,8 @@ Contracts:
 * `replace_section(text, section)` puts a section between the README markers.
 
 A cell the run did not include (no cell in the envelope: a column whose
-extra was not installed, or a class another run file covered) is `NOT_RUN`,
+extra was not installed, an opt-in column the run did not name, or a class
+another run file covered) is `NOT_RUN`,
 never ➖ (the check ran and does not apply). Both outputs are pure functions
 of the envelope (no clock, no filesystem).
 """
@@ -51,7 +52,8 @@ MEANINGS = {
 # An xfail cell whose listed verdict is `error`: the tiny model or its inputs could not be built (a harness gap,
 # a missing dependency, or a model whose own eager forward fails), so the cell says nothing about the check itself.
 KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be built (listed in fixtures/expectations)")
-# No cell: the run did not include it (e.g. an optional column whose extra was not installed). Not a verdict.
+# No cell: the run did not include it (e.g. an optional column whose extra was not installed, an opt-in column).
+# Not a verdict.
 NOT_RUN = ("⬜", "not run (not in this run, e.g. an optional column whose extra was not installed: see the summary)")
 FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
 BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with

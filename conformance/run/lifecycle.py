@@ -16,7 +16,8 @@ Contracts (the hooks of `LifecycleHooks`):
   conditions (the envelope's `environment.expectations` too), what a
   selection or shard option chose, and which checks are not run because
   their required packages are missing (one line per missing extra, with the
-  install command); the terminal ends with the run's short summary
+  install command) or they are opt-in columns --checks did not name (one
+  line per group, with the --checks that runs them); the terminal ends with the run's short summary
   (`report.summary`: counts per check, regressions and stale expectations by
   name, the files written), after pytest's own summary lines.
 """

@@ -62,13 +62,14 @@ def check_ids(checks: list[str], known: tuple[str, ...]) -> None:
         raise UsageError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(known)}")
 
 
-def unavailable_checks(checks: list[str], known: tuple[str, ...], why) -> dict[str, str]:
-    """The checks a run would include (--checks, else all) that cannot run here: id -> why (`why(id)`, "" = can).
+def unavailable_checks(checks: list[str], known: tuple[str, ...], why, opt_in=None) -> dict[str, str]:
+    """The checks a run would include (--checks, else all) that it does not run: id -> why (`why(id)`, "" = can).
 
     Naming such a check in --checks is a UsageError (the run was asked for it); left out of --checks it is
-    simply not run, and the run says so.
+    simply not run, and the run says so. Without --checks, an opt-in column (`opt_in(id)`: why it is left out
+    and how to run it, "" for other checks) is not run either; named in --checks it runs.
     """
-    found = {c: why(c) for c in (checks or known)}
+    found = {c: why(c) or ("" if checks or opt_in is None else opt_in(c)) for c in (checks or known)}
     found = {c: reason for c, reason in found.items() if reason}
     for check_id in checks:
         if check_id in found:

@@ -3,8 +3,9 @@
 Contracts:
 
 * Collection keeps the cells of ``--checks`` and of the ``--shard i/N``
-  share (`shards`), drops those of checks that cannot run here (their
-  required packages are missing: `Session.not_run`; no cell, no skip), then
+  share (`shards`), drops those of checks the run does not run (their
+  required packages are missing, or an opt-in column --checks did not name:
+  `Session.not_run`; no cell, no skip), then
   orders them: the cells of one class together, the
   longest classes first (by the published seconds), checks in column order;
   other tests after them, in their own order.

@@ -5,7 +5,8 @@ Contract: `Session(config)` holds what every hook of the run needs;
 `options.UsageError`, one line) and is called before anything runs or is
 written; `not_run` is then the checks the run would include but that
 cannot run here (their required packages are missing: id -> why; naming
-one in --checks is a UsageError instead); `case_for(name)` builds a class's `Case` once per process (the
+one in --checks is a UsageError instead) and, without --checks, the opt-in
+columns (`registry.opt_in_reason`); `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
 model or its inputs cannot be made, the build stage's `RowVerdict` when it
 decided the whole row (a model failure, a class that is not standalone), and
@@ -26,7 +27,7 @@ from conformance import locations
 from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome
-from conformance.checks.common.registry import check_ids, describe, unavailable
+from conformance.checks.common.registry import check_ids, describe, opt_in_reason, unavailable
 from conformance.fingerprints import Fingerprint, mask, of_exception
 from conformance.gate.expectations import run_conditions
 from conformance.gate.ratchet import judge
@@ -79,7 +80,7 @@ class Session:
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
         self.checks = options.split(config.getoption("checks"))
-        self.not_run: dict[str, str] = {}  # check -> why this run cannot run it (missing packages)
+        self.not_run: dict[str, str] = {}  # check -> why this run does not run it (missing packages, opt-in)
         self.expectations: dict = {}  # (model, check) -> the Expectation that applies to this run
         self.applied = None  # gate.expectations.Applied: which files, under which conditions
         self.conditions: dict = {}
@@ -102,7 +103,7 @@ class Session:
 
         options.check_data()
         options.check_ids(self.checks, check_ids())
-        self.not_run = options.unavailable_checks(self.checks, check_ids(), unavailable)
+        self.not_run = options.unavailable_checks(self.checks, check_ids(), unavailable, opt_in_reason)
         options.check_shard(self.config.getoption("shard"))
         options.check_seconds("--cell-timeout", self.cell_timeout)
         options.check_seconds("--cell-timeout-grace", self.grace)

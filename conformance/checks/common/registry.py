@@ -23,19 +23,29 @@ Contract:
   (`conformance.report.truth`); `requires` names the packages (import names)
   the check needs beyond the suite's own dependencies and `extra` the pip
   extra that installs them (an optional column:
-  ``requires=("onnxruntime",), extra="onnx"``). Registering another
-  function under an id already taken by a different module raises ValueError.
+  ``requires=("onnxruntime",), extra="onnx"``); `opt_in` names a group of
+  columns too costly for every run (an opt-in column:
+  ``opt_in="dynamic"``; the group's name is also its tox env, ``tox -e
+  dynamic``). Registering another function under an id already taken by a
+  different module raises ValueError.
 * `Check.missing()` is the required packages not installed here (no import:
   `importlib.util.find_spec` of the top-level name); `unavailable(id)` says
   in one line why a check cannot run here (the missing packages and the
   install command), "" when it can. A check that cannot run is not run at
   all: the run deselects its cells (`conformance.run`), `run_check` raises
   `NotInstalled`, the report says "not run" (never "does not apply").
+* `opt_in_reason(id)` says in one line why an opt-in column is not in a run
+  that did not name it, and how to run it (``--checks`` with its group's
+  ids, the tox env); "" for any other check. An opt-in column runs only
+  when ``--checks`` names it: a run without ``--checks`` deselects its cells
+  and records it in `not_run` with that reason, exactly as a column whose
+  extra is missing (the report says "not run"); `run_check` and `explain`,
+  which name the check, run it.
 * `load_all()` imports every check module once and returns the registered
   checks in column order; `check_ids()` is their ids in that order (what the
   run, its tests, shards, render and explain use); `get(id)` one check
   (KeyError naming the known ids); `describe(ids)` what the run file says
-  of each check (column, observes, lists, compares, tolerance, requires, extra), so that reports
+  of each check (column, observes, lists, compares, tolerance, requires, extra, opt_in), so that reports
   need no registry.
 
 Registering is all a new check needs: the run generates its test
@@ -68,6 +78,7 @@ class Check:
     tolerance: str | None = None  # the backend whose tolerance applies; None: the run's
     requires: tuple[str, ...] = ()  # packages (import names) beyond the suite's dependencies
     extra: str = ""  # the pip extra that installs them
+    opt_in: str = ""  # the opt-in group (and tox env) of a column that runs only when --checks names it
 
     @property
     def module(self) -> str:
@@ -88,7 +99,7 @@ class NotInstalled(RuntimeError):
 
 def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: tuple[str, str] | None = None,
           compares: tuple[str, ...] | None = None, tolerance: str | None = None, requires: tuple[str, ...] = (),
-          extra: str = ""):
+          extra: str = "", opt_in: str = ""):
     """Register a check function under its stable id."""
     if extra and not requires:
         raise ValueError(f"check {check_id!r}: `extra` names how to install what `requires` lists; give both")
@@ -99,7 +110,7 @@ def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: 
             raise ValueError(f"check id {check_id!r} is registered twice: {existing.module} and {fn.__module__}")
         CHECKS[check_id] = Check(check_id, fn, column, tuple(observes), tuple(lists) if lists else None,
                                  tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
-                                 tuple(requires), extra)
+                                 tuple(requires), extra, opt_in)
         fn.check_id = check_id
         return fn
 
@@ -138,9 +149,18 @@ def unavailable(check_id: str) -> str:
     return f"needs {', '.join(missing)}, not installed: {spec.install_hint}"
 
 
+def opt_in_reason(check_id: str) -> str:
+    """Why an opt-in column is not in a run that did not name it, and how to run it; "" for other checks."""
+    group = get(check_id).opt_in
+    if not group:
+        return ""
+    ids = ",".join(c.id for c in load_all().values() if c.opt_in == group)
+    return f"opt-in column, run only when named: --checks {ids} (tox -e {group})"
+
+
 def describe(ids) -> dict[str, dict]:
     """What a run file records of each check of `ids` (known ones): column, observed flags, listed metric,
-    compared metrics and the backend of their tolerance, required packages and their extra."""
+    compared metrics and the backend of their tolerance, required packages and their extra, the opt-in group."""
     checks = load_all()
     described = {}
     for check_id in ids:
@@ -156,5 +176,7 @@ def describe(ids) -> dict[str, dict]:
         if spec.requires:
             entry["requires"] = list(spec.requires)
             entry["extra"] = spec.extra
+        if spec.opt_in:
+            entry["opt_in"] = spec.opt_in
         described[check_id] = entry
     return described

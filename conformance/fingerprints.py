@@ -5,7 +5,9 @@ lists the fingerprint it was measured with; the gate compares the two
 (`compare`). Fields (all optional but `kind`):
 
 * `kind`: what kind of failure (`KINDS`): a graph break, a data-dependent
-  guard, an unsupported construct, a recompile, a numerical mismatch, a
+  guard, an unsupported construct, a recompile, a dimension that had to stay
+  dynamic and that a guard of the model's code specialised or bounded
+  (`specialisation`: the dynamic-shape columns), a numerical mismatch, a
   failure of the compile backend where dynamo alone traces fullgraph
   (`backend`: inductor's lowering, code generation or generated code), an
   exception of the model under the check, an export error, a harness error,
@@ -19,7 +21,8 @@ lists the fingerprint it was measured with; the gate compares the two
   (``<first line of the reason> @ <module:qualname>``) with how often it
   broke, and the total count;
 * `recompiles` / `guard`: for decode, how many recompiles and the first
-  failed guard (``<guard expression> @ <module:qualname>``);
+  failed guard (``<guard expression> @ <module:qualname>``); for a
+  specialisation, the guard that pinned the dimension, masked;
 * `cold` / `warm`: for call-order cells, the verdict compiled before any
   eager call and after one.
 
@@ -34,8 +37,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field, fields
 
-KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "numerical_mismatch", "backend",
-         "exception", "export_error", "call_order", "contract", "harness_error", "crash", "timeout")
+KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "specialisation", "numerical_mismatch",
+         "backend", "exception", "export_error", "call_order", "contract", "harness_error", "crash", "timeout")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
 SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")

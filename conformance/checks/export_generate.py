@@ -41,7 +41,10 @@ tolerance (`case.tol("export")`).
 
 Failure: ContractViolation with the exporter's own first line and the part
 that failed, the first step where the tokens diverge, or the first step
-whose logits differ. Metrics: `parts` (names exported), `export_seconds`,
+whose logits differ. Metrics: `parts` (names exported), `dynamic_parts`
+(the parts whose program has a dynamic input dimension, read from the
+programs: none today, every part is exported for the traced prompt's shapes;
+`export_dynamic` is the dynamic question), `export_seconds`,
 `new_tokens`, `max_abs_diff` (the worst logits difference of the programs
 against eager generate, over the steps), `max_abs_diff_no_cache` (the
 prefill's last logits against the forward without cache).
@@ -56,6 +59,7 @@ from conformance.checks.common.compare import assert_close, logits_of, max_abs_d
 from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation, single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
+from conformance.checks.common.shapes import dynamic_inputs
 
 
 @check("export_generate", column=90, compares=("max_abs_diff", "max_abs_diff_no_cache"), tolerance="export")
@@ -66,7 +70,9 @@ def check_export_generate(case: Case) -> dict:
     model = case.fresh_model()
     generation = ExportedGeneration(model, inputs)
     generation.export()
-    metrics = {"parts": sorted(generation.programs), "export_seconds": round(generation.export_seconds, 3)}
+    metrics = {"parts": sorted(generation.programs), "export_seconds": round(generation.export_seconds, 3),
+               "dynamic_parts": sorted(name for name, program in generation.programs.items()
+                                       if dynamic_inputs(program))}
     exported, program_logits = generation.generate()
 
     reference = case.fresh_model()

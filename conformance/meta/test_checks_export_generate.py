@@ -13,6 +13,7 @@ from conformance.checks.common.generation import (
     image_features,
     single_prompt,
 )
+from conformance.checks.common.shapes import dynamic_inputs
 
 pytestmark = pytest.mark.meta
 
@@ -79,6 +80,7 @@ def test_programs_generate_the_eager_tokens_of_a_text_model():
     inputs = {"input_ids": torch.tensor([[3, 14, 15, 9, 26]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
     generation = ExportedGeneration(_tiny_lm(), inputs, new_tokens=4)
     assert set(generation.export()) == {"embed_prefill", "embed_step", "prefill", "step"}
+    assert not any(dynamic_inputs(program) for program in generation.programs.values())  # every part is static
     tokens, _ = generation.generate()
     assert torch.equal(tokens, eager_tokens(_tiny_lm(), inputs, 4))
     # Called again, the programs start from a fresh cache: same tokens.

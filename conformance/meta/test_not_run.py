@@ -166,6 +166,20 @@ def test_an_opt_in_column_says_how_to_run_it(monkeypatch):
     assert "opt_in" not in registry.describe(["build"])["build"]
 
 
+@pytest.mark.parametrize("check_id", ["compile_dynamic", "export_dynamic"])
+def test_the_dynamic_columns_are_opt_in(check_id):
+    assert registry.get(check_id).opt_in == "dynamic"
+    assert registry.opt_in_reason(check_id) == ("opt-in column, run only when named: "
+                                                "--checks compile_dynamic,export_dynamic (tox -e dynamic)")
+    # The one mechanism: without --checks they are not run, with the reason; named, they run.
+    from conformance.run.options import unavailable_checks
+
+    known = registry.check_ids()
+    assert unavailable_checks([], known, lambda c: "", registry.opt_in_reason)[check_id] == \
+        registry.opt_in_reason(check_id)
+    assert unavailable_checks([check_id], known, lambda c: "", registry.opt_in_reason) == {}
+
+
 @pytest.fixture
 def opt_in_run(pytester):
     pytester.makeconftest(conftest() + "\nimport slow_probe_check  # noqa: F401  (registers the check)\n")

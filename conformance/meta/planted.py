@@ -31,6 +31,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from conformance.build.case import Case
 from conformance.build.samples import Sample
 from conformance.build.tiny import TinyModel
+from conformance.build.variants import Variants, make_variants
 from conformance.discover import ModelInfo
 
 IMAGE_TOKEN = 5
@@ -340,6 +341,20 @@ class DataDependentLM(TinyLM):
         return logits
 
 
+class LengthSpecialisedLM(TinyLM):
+    """A Python branch on its prompt length (`input_ids.shape[1]`, a fast path for prompts of the planted
+    length that computes the same values): a trace on such a prompt specialises the length to it, so a
+    compile with the length marked dynamic cannot keep it symbolic and an exported program serves that length
+    only. Every check that traces one prompt passes."""
+
+    def forward(self, *args, **kwargs):
+        output = super().forward(*args, **kwargs)
+        input_ids = kwargs.get("input_ids")
+        if input_ids is not None and input_ids.shape[1] == PROMPT_LENGTH:  # the planted specialisation
+            output.logits = output.logits * 1.0
+        return output
+
+
 class PrefillGraphBreakLM(TinyLM):
     """The prefill calls print(): a graph break."""
 
@@ -397,10 +412,20 @@ class PlantedCase(Case):
         torch.manual_seed(self.seed)
         return self.factory().eval()
 
+    def variants(self) -> Variants:
+        """The sample's variants (`build.variants`), checked by a forward of the planted model itself."""
+        if self._variants is None:
+            self._variants = make_variants(self.tiny, self.sample, self.fresh_model())
+        return self._variants
+
+
+PROMPT_LENGTH = 8  # the length of `prompt()`'s rows
+
 
 def prompt(media: bool = False) -> Sample:
     """Batch 2, the first row left-padded; with `media`, one image placeholder per row and its pixels."""
     ids = torch.tensor([[0, 0, 0, 1, 9, 11, 13, 8], [1, 7, 3, 8, 12, 4, 6, 10]])
+    assert ids.shape[1] == PROMPT_LENGTH
     inputs = {"input_ids": ids, "attention_mask": (ids != 0).long()}
     if not media:
         return Sample(inputs=inputs, strategy="planted")

@@ -39,6 +39,8 @@ PLANTED = [
     ("compile_prefill", "SetupOnFirstCallLM", False, ["call order changes the verdict",
                                                       "compiled after an eager call: pass"]),
     ("compile_prefill", "CompiledNumericsLM", False, ["compiled logits differ from eager by 0.001"]),
+    ("compile_dynamic", "LengthSpecialisedLM", False, ["prompt length cannot be dynamic", "input_ids dim 1",
+                                                       "specialised to 8", "planted.py:", "in forward"]),
     ("compile_decode", "WrongSlotLM", False, ["decode step 1", "static-cache logits differ"]),
     ("compile_decode", "StaleCacheLM", False, ["decode step 2", "static-cache logits differ"]),
     ("compile_decode", "HalvingCacheLM", False, ["forward without cache", "the cache returns wrong values"]),
@@ -56,6 +58,8 @@ PLANTED = [
     ("export_forward", "DataDependentLM", False, ["torch.export.export(strict=False)", "data-dependent"]),
     ("export_forward", "ExportedNumericsLM", False, ["loaded program (first call)", "by 0.001"]),
     ("export_forward", "StatefulLM", False, ["loaded program (second call)"]),
+    ("export_dynamic", "LengthSpecialisedLM", False, ["fewer text tokens per prompt", "input_ids dim 1",
+                                                      "specialised to 8", "planted.py:", "in forward"]),
     ("export_forward_strict", "LockedLM", False, ["torch.export.export(strict=True)", "context manager"]),
     ("export_forward_strict", "ExportedNumericsLM", False, ["loaded program (first call)", "by 0.001"]),
     ("export_forward_strict", "StatefulLM", False, ["loaded program (second call)"]),
@@ -84,8 +88,9 @@ PLANTED = [
 ]
 
 # The correct model, once per check, with media where the check is about media.
-CORRECT = [("build", True), ("compile_prefill", False), ("compile_decode", False), ("static_cache", False),
-           ("legacy_cache", False), ("export_forward", False), ("export_forward_strict", False),
+CORRECT = [("build", True), ("compile_prefill", False), ("compile_dynamic", False), ("compile_decode", False),
+           ("static_cache", False), ("legacy_cache", False), ("export_forward", False), ("export_dynamic", False),
+           ("export_forward_strict", False),
            ("export_static_cache", False), ("export_static_cache", True), ("export_generate", False),
            ("export_onnx", False), ("onnx_generate", False)]
 

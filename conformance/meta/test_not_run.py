@@ -104,10 +104,11 @@ globals().update(matrix_tests())
 '''
 
 
-@pytest.fixture
-def inner_run(pytester):
-    pytester.makeconftest(conftest() + "\nimport probe_check  # noqa: F401  (registers the check)\n")
-    pytester.makepyfile(probe_check=PROBE, test_matrix=MATRIX)
+def _runner(pytester, module: str, source: str):
+    """A run of the suite in `pytester` with the check module `module` (its `source`) registered, no
+    expectations and one class: `run(*pytest_args) -> (result, envelope path)`."""
+    pytester.makeconftest(conftest() + f"\nimport {module}  # noqa: F401  (registers the check)\n")
+    pytester.makepyfile(**{module: source, "test_matrix": MATRIX})
     (pytester.path / "none.toml").write_text("")
     out = pytester.path / "matrix.json"
 
@@ -116,6 +117,11 @@ def inner_run(pytester):
                                              str(pytester.path / "none.toml"), "--models",
                                              "OkForConditionalGeneration", "-v", *args), out
     return run
+
+
+@pytest.fixture
+def inner_run(pytester):
+    return _runner(pytester, "probe_check", PROBE)
 
 
 def test_a_column_whose_extra_is_missing_is_deselected_named_and_recorded_as_not_run(inner_run):
@@ -182,16 +188,7 @@ def test_the_dynamic_columns_are_opt_in(check_id):
 
 @pytest.fixture
 def opt_in_run(pytester):
-    pytester.makeconftest(conftest() + "\nimport slow_probe_check  # noqa: F401  (registers the check)\n")
-    pytester.makepyfile(slow_probe_check=OPT_IN, test_matrix=MATRIX)
-    (pytester.path / "none.toml").write_text("")
-    out = pytester.path / "matrix.json"
-
-    def run(*args):
-        return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--matrix-out", str(out), "--expectations",
-                                             str(pytester.path / "none.toml"), "--models",
-                                             "OkForConditionalGeneration", "-v", *args), out
-    return run
+    return _runner(pytester, "slow_probe_check", OPT_IN)
 
 
 def test_an_opt_in_column_is_not_run_unless_named(opt_in_run):

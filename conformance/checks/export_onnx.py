@@ -17,7 +17,9 @@ Failure: the exporter's (or ONNX Runtime's) first line and the transformers
 ``file:line`` it points at, or the size of the numerical difference.
 Metrics: `exporter`, `graph_nodes` (main graph), `model_bytes` (.onnx and its
 weights), `export_seconds`, `ort_seconds` (session + run), `max_abs_diff`,
-`compared_positions`, `graph_outputs`; `cache_outputs` when the graph returns
+`compared_positions`, `graph_outputs`, `dynamic_inputs` (the graph inputs
+with a symbolic dimension: [] for a graph that serves only the traced shapes;
+`export_dynamic` is the dynamic question); `cache_outputs` when the graph returns
 cache tensors although ``use_cache=False`` was passed (transformers' exporter
 sets the flag only on a config that declares it), and on a failure then
 `use_cache_true_diff` (ONNX against eager with ``use_cache=True``), which the
@@ -94,6 +96,7 @@ def check_export_onnx(case: Case) -> dict:
         del model, module
         metrics["graph_nodes"] = _onnx.graph_nodes(path)
         metrics["model_bytes"] = _onnx.model_bytes(path)
+        metrics["dynamic_inputs"] = _onnx.dynamic_inputs(path)
         started = time.perf_counter()
         program = _onnx.OrtProgram(path, metrics)
         outputs = program(feed)

@@ -20,7 +20,9 @@ Optional: it requires ``onnx``, ``onnxscript`` and ``onnxruntime`` (extra
 ``[onnx]``); where they are not installed the column is not run.
 Failure: the part that failed to export or run with the exporter's first
 line, or the first step whose logits or token differ. Metrics: `exporter`,
-`parts`, `export_seconds`, `ort_seconds`, `graph_nodes` (all parts),
+`parts`, `dynamic_parts` (the parts whose ONNX graph has an input with a
+symbolic dimension, as `export_generate` reports its programs'),
+`export_seconds`, `ort_seconds`, `graph_nodes` (all parts),
 `model_bytes`, `new_tokens`, `max_abs_diff` (ONNX against eager generate,
 worst step), `parts_max_abs_diff` (ONNX against the same parts run eagerly:
 ONNX's own error) and `decomposition_max_abs_diff` (the parts run eagerly
@@ -99,6 +101,7 @@ class OnnxGeneration(ExportedGeneration):
         sessions = {}
         export_seconds = ort_seconds = 0.0
         metrics["graph_nodes"] = metrics["model_bytes"] = 0
+        dynamic: list[str] = []
         for name, (module, kwargs) in self.parts().items():
             path = os.path.join(folder, name, "model.onnx")
             os.makedirs(os.path.dirname(path))
@@ -106,11 +109,14 @@ class OnnxGeneration(ExportedGeneration):
             _onnx.export_onnx_file(module, kwargs, path, metrics, stage=f"export of part {name!r}")
             export_seconds += time.perf_counter() - started
             metrics["graph_nodes"] += _onnx.graph_nodes(path)
+            if _onnx.dynamic_inputs(path):
+                dynamic.append(name)
             metrics["model_bytes"] += _onnx.model_bytes(path)
             started = time.perf_counter()
             sessions[name] = _onnx.OrtProgram(path, metrics, stage=f"onnxruntime session of part {name!r}")
             ort_seconds += time.perf_counter() - started
         metrics["parts"] = sorted(sessions)
+        metrics["dynamic_parts"] = sorted(dynamic)
         metrics["export_seconds"] = round(export_seconds, 3)
         metrics["ort_seconds"] = round(ort_seconds, 3)
         return sessions

@@ -133,6 +133,7 @@ def test_exportable_module_passes(exporter):
     assert metrics["max_abs_diff"] <= 1e-4
     assert metrics["compared_positions"] == 6  # the two left-padding positions are not compared
     assert metrics["graph_nodes"] > 0 and metrics["model_bytes"] > 0 and metrics["export_seconds"] > 0
+    assert metrics["dynamic_inputs"] == []  # exported at the sample's shapes: a static graph, and the metric says so
 
 
 @needs_onnx
@@ -272,7 +273,23 @@ def test_onnx_parts_generate_the_eager_tokens_of_a_text_model(monkeypatch):
     outcome = run_check("onnx_generate", _lm_case())
     assert outcome.verdict == "pass", outcome.reason
     assert outcome.metrics["parts"] == ["embed_prefill", "embed_step", "prefill", "step"]
+    assert outcome.metrics["dynamic_parts"] == []
     assert outcome.metrics["max_abs_diff"] <= 1e-4
+
+
+@needs_onnx
+def test_dynamic_inputs_names_the_graph_inputs_with_a_symbolic_dimension(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    inputs = [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "sequence"]),
+              helper.make_tensor_value_info("mask", TensorProto.INT64, [1, 8]),
+              helper.make_tensor_value_info("scale", TensorProto.FLOAT, [None])]
+    output = helper.make_tensor_value_info("out", TensorProto.INT64, ["batch", "sequence"])
+    graph = helper.make_graph([helper.make_node("Identity", ["ids"], ["out"])], "g", inputs, [output])
+    path = tmp_path / "model.onnx"
+    onnx.save(helper.make_model(graph), str(path))
+    assert _onnx.dynamic_inputs(str(path)) == ["ids", "scale"]
 
 
 @needs_onnx

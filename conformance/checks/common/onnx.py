@@ -21,6 +21,9 @@ Contracts:
   with a feed returns ``{output name: torch tensor}``. A graph input the feed
   does not hold is a ContractViolation; feed entries the graph pruned are not
   passed.
+* `dynamic_inputs(path)`: the graph inputs of an ONNX file with at least
+  one symbolic dimension (a ``dim_param``, or a dimension without a value),
+  sorted: what the file serves at other shapes; [] for a static graph.
 * `leaf_feed(kwargs)` names the tensor leaves of keyword inputs as the graph
   inputs are named (``name``, ``name.0``, ...).
 """
@@ -209,6 +212,19 @@ def graph_nodes(path: str) -> int:
     import onnx
 
     return len(onnx.load(path, load_external_data=False).graph.node)
+
+
+def dynamic_inputs(path: str) -> list[str]:
+    """Graph inputs of the ONNX file at `path` with a symbolic (or unknown) dimension, sorted."""
+    import onnx
+
+    graph = onnx.load(path, load_external_data=False).graph
+    names = []
+    for value in graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if any(dim.HasField("dim_param") or not dim.HasField("dim_value") for dim in dims):
+            names.append(value.name)
+    return sorted(names)
 
 
 def model_bytes(path: str) -> int:

@@ -1,5 +1,8 @@
 """`conformance bench`: what compile + static cache buys at decode time, per model.
 
+(``conformance bench --suite RUN.json [EARLIER.json]`` is another question,
+what the matrix itself costs per check: `conformance.tools.suite_cost`.)
+
 Contract of `main(argv) -> int`: for each selected model, measure with
 batch 1 and greedy tokens
 
@@ -481,6 +484,12 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--suite" in argv:  # the matrix's own cost per check: conformance.tools.suite_cost
+        from conformance.tools import suite_cost
+
+        argv.remove("--suite")
+        return suite_cost.main(argv)
     args = parser().parse_args(argv)
     device = args.device
     if device == "auto":

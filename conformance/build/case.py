@@ -4,9 +4,10 @@ Contracts:
 
 * `Case` is what every check runs on: the class (`info`), its tiny config
   (`tiny`), its sample inputs (`sample`), and the run's device, dtype and
-  backend. `fresh_model()` is a new instance with the same deterministic
-  weights, never called before; `inputs()` the sample on the case's device
-  and dtype; `generate_inputs()` what `generate` takes (the sample's
+  backend. One Case serves every cell of its class, so nothing a cell gets
+  from it is shared: `fresh_model()` is a new instance with the same
+  deterministic weights and its own copy of the config, never called
+  before; `inputs()` a new copy of the sample on the case's device and dtype; `generate_inputs()` what `generate` takes (the sample's
   `generate_inputs` where its strategy set them, else `inputs()`); `tol(backend)` design.md's logits tolerance
   (`conformance.tolerances`); `variants()` the sample's variants (other
   prompt lengths, batch, images: `conformance.build.variants`), made on
@@ -34,6 +35,7 @@ Contracts:
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -64,8 +66,10 @@ class Case:
     _variants: Variants | None = field(default=None, repr=False, compare=False)
 
     def fresh_model(self) -> torch.nn.Module:
-        """A new instance with the same deterministic weights, never called before."""
-        return new_model(self.tiny, seed=self.seed, device=self.device, dtype=self.dtype)
+        """A new instance with the same deterministic weights, never called before, with its own copy of the
+        tiny config (what a cell sets on its model's config does not reach the next instance or cell)."""
+        return new_model(self.tiny, seed=self.seed, device=self.device, dtype=self.dtype,
+                         config=copy.deepcopy(self.tiny.config))
 
     def inputs(self, sample: Sample | None = None) -> dict[str, Any]:
         return (sample or self.sample).to(self.device, self.dtype)

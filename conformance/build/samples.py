@@ -48,7 +48,9 @@ class Sample:
         return self.inputs.get("input_ids")
 
     def to(self, device: torch.device | str, dtype: torch.dtype, for_generate: bool = False) -> dict[str, Any]:
-        """Inputs moved to `device`; floating tensors cast to `dtype` (`generate_inputs` when asked for and set)."""
+        """Inputs moved to `device`; floating tensors cast to `dtype` (`generate_inputs` when asked for and set).
+
+        Every tensor is a new copy: a cell that writes into its inputs cannot change the next cell's."""
         inputs = self.generate_inputs if for_generate and self.generate_inputs is not None else self.inputs
         return {k: _move(v, device, dtype) for k, v in inputs.items()}
 
@@ -74,8 +76,8 @@ def _perturb(value: Any, gen: torch.Generator) -> Any:
 def _move(value: Any, device: torch.device | str, dtype: torch.dtype) -> Any:
     if isinstance(value, torch.Tensor):
         if value.is_floating_point():
-            return value.to(device=device, dtype=dtype)
-        return value.to(device=device)
+            return value.to(device=device, dtype=dtype, copy=True)
+        return value.to(device=device, copy=True)
     if isinstance(value, (list, tuple)):
         return type(value)(_move(v, device, dtype) for v in value)
     return value

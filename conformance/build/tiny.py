@@ -596,10 +596,10 @@ def tiny_config(info: ModelInfo) -> TinyModel:
 
 
 def new_model(tiny: TinyModel, seed: int = 0, device: str | torch.device = "cpu",
-              dtype: torch.dtype = torch.float32) -> torch.nn.Module:
-    """A fresh model in eval mode with deterministic random weights."""
+              dtype: torch.dtype = torch.float32, config: Any = None) -> torch.nn.Module:
+    """A fresh model in eval mode with deterministic random weights (from `config`, default the tiny config)."""
     torch.manual_seed(seed)
-    model = tiny.info.model_class(tiny.config)
+    model = tiny.info.model_class(tiny.config if config is None else config)
     _wake_zero_parameters(model)
     model = model.to(device=device, dtype=dtype).eval()
     tiny.parameters = sum(p.numel() for p in model.parameters())

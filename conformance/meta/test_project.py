@@ -108,6 +108,15 @@ def test_estimates_are_the_seconds_of_a_class_cells():
     assert shard.estimates(envelope) == {"M": 11.0}
 
 
+def test_estimates_count_only_the_columns_the_run_fills():
+    envelope = {"models": {"M": {"cells": {
+        "compile_prefill": {"seconds": 9.0}, "compile_prefill@inductor": {"seconds": 40.0},
+        "export_forward": {"seconds": 2.0}, "export_onnx": {"seconds": 30.0}}}}}
+    assert shard.estimates(envelope, ["compile_prefill", "export_forward"]) == {"M": 11.0}
+    assert shard.estimates(envelope, ["compile_prefill", "export_forward"], "inductor") == {"M": 42.0}
+    assert shard.estimates(envelope, ["static_cache"]) == {"M": 0.0}
+
+
 def test_plan_takes_the_fewest_shards_that_fit_the_budget(monkeypatch):
     monkeypatch.setattr(shard, "CELL_MARGIN", 1.0)
     seconds = {f"M{i}": 20.0 for i in range(10)}  # 200 s of cells

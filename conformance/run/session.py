@@ -131,11 +131,16 @@ class Session:
         option = self.config.getoption
         return bool(option("models") or option("changed_files") or option("since"))
 
+    def run_checks(self) -> list[str]:
+        """The columns this run fills: --checks (else every registered check) less those it cannot run."""
+        return [c for c in check_ids() if (not self.checks or c in self.checks) and c not in self.not_run]
+
     def estimates(self) -> dict[str, float]:
-        """Expected seconds per class, from the published matrix (none when there is none); read once."""
+        """Expected seconds per class in this run's columns, from the published matrix (none when there is
+        none); read once."""
         if self._estimates is None:
             try:
-                self._estimates = shards.published_estimates()
+                self._estimates = shards.published_estimates(checks=self.run_checks(), backend=self.backend)
             except report.EnvelopeError as exc:
                 raise options.UsageError(f"{exc} (shards and the run order come from it: restore it with "
                                          f"`git checkout -- {shards.PUBLISHED}`)") from None

@@ -2,9 +2,13 @@
 
 Contract:
 
-* `estimates(envelope)` gives each class of a run's envelope (the published
-  matrix) its expected seconds: the sum of its cells' seconds.
-* `published_estimates()` reads them from the published
+* `estimates(envelope, checks, backend)` gives each class of a run's
+  envelope (the published matrix) its expected seconds: the sum of the
+  seconds of its cells in the columns a run of `checks` under `backend`
+  fills (``<check>@<backend>`` where the envelope has that column, else
+  ``<check>``; all columns when `checks` is None), so that columns the run
+  does not run (another backend's, opt-in, optional) do not weigh.
+* `published_estimates(checks=None, backend="eager")` reads them from the published
   matrix of this repository (`PUBLISHED`); a missing file gives none, a
   corrupt one raises `report.EnvelopeError` naming the file and the fix.
 * `select_shard(items, "i/N", seconds, group)` keeps the items of share i (1-based)
@@ -58,17 +62,25 @@ def parse(spec: str) -> tuple[int, int]:
 # -- estimates
 
 
-def estimates(envelope: dict) -> dict[str, float]:
-    """Expected seconds of each class of `envelope`, by canonical name."""
-    return {name: round(sum(float(cell.get("seconds") or 0.0) for cell in row["cells"].values()), 3)
+def _run_cells(cells: dict, checks, backend: str) -> list[dict]:
+    if checks is None:
+        return list(cells.values())
+    found = (cells.get(f"{check}@{backend}") or cells.get(check) for check in checks)
+    return [cell for cell in found if cell]
+
+
+def estimates(envelope: dict, checks=None, backend: str = "eager") -> dict[str, float]:
+    """Expected seconds of each class of `envelope` in a run of `checks` (None: every column), by canonical name."""
+    return {name: round(sum(float(cell.get("seconds") or 0.0) for cell in _run_cells(row["cells"], checks, backend)),
+                        3)
             for name, row in envelope["models"].items()}
 
 
-def published_estimates(path: Path | None = None) -> dict[str, float]:
+def published_estimates(path: Path | None = None, checks=None, backend: str = "eager") -> dict[str, float]:
     path = path or PUBLISHED
     if not path.exists():
         return {}
-    return estimates(report.load_envelope(path))
+    return estimates(report.load_envelope(path), None if checks is None else list(checks), backend)
 
 
 def _expected(groups, seconds: dict[str, float]) -> dict[str, float]:

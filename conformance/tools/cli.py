@@ -275,7 +275,11 @@ def cmd_plan(args) -> int:
         names = select_models(_Selection(args), TransformersCases())
     except UsageError as exc:
         raise CliError(str(exc)) from None
-    seconds = shard.published_estimates()
+    from conformance.checks.common.registry import check_ids, opt_in_reason, unavailable
+    from conformance.run.options import unavailable_checks
+
+    not_run = unavailable_checks([], check_ids(), unavailable, opt_in_reason)  # a plain run's columns
+    seconds = shard.published_estimates(checks=[c for c in check_ids() if c not in not_run])
     result = shard.plan(names, seconds, args.budget, args.workers)
     if args.json:
         print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),

@@ -7,9 +7,11 @@ Contracts:
   backend. One Case serves every cell of its class, so nothing a cell gets
   from it is shared: `fresh_model()` is a new instance with the same
   deterministic weights and its own copy of the config, never called
-  before; `inputs()` a new copy of the sample on the case's device and dtype; `generate_inputs()` what `generate` takes (the sample's
-  `generate_inputs` where its strategy set them, else `inputs()`); `tol(backend)` design.md's logits tolerance
-  (`conformance.tolerances`); `variants()` the sample's variants (other
+  before; `inputs()` a new copy of the sample on the case's device and
+  dtype; `generate_inputs()` what `generate` takes (the sample's
+  `generate_inputs` where its strategy set them, else `inputs()`);
+  `tol(backend)` design.md's logits tolerance (`conformance.tolerances`);
+  `variants()` the sample's variants (other
   prompt lengths, batch, images: `conformance.build.variants`), made on
   first use and kept (only the checks that ask for them make them).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->

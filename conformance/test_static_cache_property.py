@@ -67,7 +67,7 @@ def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slo
     """A prefill into an empty StaticCache with spare slots (the export pattern: the sample's second prompt
     alone, unpadded, without token types) gives the logits of a forward without cache."""
     from conformance.checks.common.cache import cache_kwarg, static_cache
-    from conformance.checks.common.compare import logits_of, max_abs_diff
+    from conformance.checks.common.compare import closeness, logits_of
     from conformance.checks.common.generation import single_prompt
     from conformance.run.session import session_of
 
@@ -84,5 +84,5 @@ def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slo
     with torch.no_grad():
         cached = logits_of(model(**inputs, **{cache_kwarg(model): cache}, use_cache=True))
         plain = logits_of(case.fresh_model()(**inputs, use_cache=False))
-    diff = max_abs_diff(cached, plain)
-    assert diff <= case.tol("eager"), f"static prefill differs from a forward without cache by {diff:.3g}"
+    found = closeness(cached, plain, case.tol("eager"))
+    assert found.within, f"static prefill differs from a forward without cache by {found.beyond()}"

@@ -10,7 +10,8 @@ Contracts:
   before; `inputs()` a new copy of the sample on the case's device and
   dtype; `generate_inputs()` what `generate` takes (the sample's
   `generate_inputs` where its strategy set them, else `inputs()`);
-  `tol(backend)` design.md's logits tolerance (`conformance.tolerances`);
+  `tol(backend)` the `Tolerance` of logits for the case's dtype and a backend
+  (default: the case's; `conformance.tolerances`);
   `variants()` the sample's variants (other
   prompt lengths, batch, images: `conformance.build.variants`), made on
   first use and kept (only the checks that ask for them make them).
@@ -80,7 +81,7 @@ class Case:
         """What `generate` takes: the sample's `generate_inputs` where the strategy set them, else `inputs()`."""
         return self.sample.to(self.device, self.dtype, for_generate=True)
 
-    def tol(self, backend: str | None = None) -> float:
+    def tol(self, backend: str | None = None) -> tolerances.Tolerance:
         return tolerances.tolerance(str(self.dtype), backend or self.backend)
 
     def variants(self) -> Variants:

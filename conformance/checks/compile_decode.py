@@ -43,11 +43,12 @@ from transformers.cache_utils import Cache
 from conformance.build.case import Case
 from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
-from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.fingerprints import Fingerprint, kind_of, where_of
+from conformance.tolerances import Tolerance
 
 DECODE_STEPS = 4
 NEW_TOKENS = DECODE_STEPS + 1  # the prefill predicts the first new token
@@ -276,7 +277,7 @@ def _judge_recompiles(watch: DynamoWatch, metrics: dict) -> None:
                                 f"{describe_guard(reasons[0])}", metrics, fingerprint)
 
 
-def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefill_length: int, tol: float,
+def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefill_length: int, tol: Tolerance,
                    metrics: dict) -> None:
     """Each step's logits vs eager dynamic-cache decoding (a) and vs the no-cache forward (b)."""
     if len(compiled) != len(eager):
@@ -285,16 +286,14 @@ def _compare_steps(compiled: tuple, eager: tuple, no_cache: torch.Tensor, prefil
     metrics.setdefault("max_abs_diff_no_cache", 0.0)
     for step, (actual, expected) in enumerate(zip(compiled, eager)):
         full = no_cache[:, prefill_length - 1 + step]
-        diff = max_abs_diff(actual, expected)
-        diff_full = max_abs_diff(actual, full)
-        metrics["max_abs_diff"] = max(metrics["max_abs_diff"], diff)
-        metrics["max_abs_diff_no_cache"] = max(metrics["max_abs_diff_no_cache"], diff_full)
+        found = judge_close(actual, expected, tol, metrics)
+        found_full = judge_close(actual, full, tol, metrics, "max_abs_diff_no_cache")
         what = "prefill" if step == 0 else f"decode step {step}"
-        if not diff <= tol:
+        if not found.within:
             raise ContractViolation(f"{what}: compiled static-cache logits differ from eager dynamic-cache "
-                                    f"decoding by {diff:.3g} > {tol:g}", metrics)
-        if not diff_full <= tol:
+                                    f"decoding by {found.beyond()}", metrics)
+        if not found_full.within:
             eager_full = max_abs_diff(expected, full)
             raise ContractViolation(f"{what}: compiled static-cache logits differ from a forward without cache by "
-                                    f"{diff_full:.3g} > {tol:g} (eager dynamic-cache decoding differs by "
+                                    f"{found_full.beyond()} (eager dynamic-cache decoding differs by "
                                     f"{eager_full:.3g}): the cache returns wrong values", metrics)

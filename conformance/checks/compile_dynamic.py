@@ -61,12 +61,13 @@ import torch
 from conformance.build.case import Case
 from conformance.build.variants import prompt_key
 from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
-from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.checks.common.shapes import ShapeLog, dim_name, specialisation_fingerprint, varying_dims
 from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
+from conformance.tolerances import Tolerance
 
 
 def _cloned(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -195,9 +196,8 @@ def _recompiled(watch: DynamoWatch, log: ShapeLog, recompiles: int) -> tuple[str
             Fingerprint("recompile", recompiles=recompiles, guard=guard_site(reasons[0])))
 
 
-def _compare(what: str, actual: torch.Tensor, expected: torch.Tensor, tol: float, metrics: dict) -> None:
-    diff = max_abs_diff(actual, expected)
-    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
-    if not diff <= tol:
-        reason = f"{what}: compiled logits differ from eager by {diff:.3g} > {tol:g}"
+def _compare(what: str, actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metrics: dict) -> None:
+    found = judge_close(actual, expected, tol, metrics)
+    if not found.within:
+        reason = f"{what}: compiled logits differ from eager by {found.beyond()}"
         raise ContractViolation(reason, metrics, Fingerprint("numerical_mismatch", what=mask(reason)))

@@ -44,11 +44,12 @@ import torch
 
 from conformance.build.case import Case
 from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
-from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import check
 from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
+from conformance.tolerances import Tolerance
 
 
 @dataclass
@@ -65,7 +66,7 @@ class Attempt:
         return not self.failure
 
 
-def _attempt(compiled, inputs: dict, expected: torch.Tensor, tol: float, metrics: dict) -> Attempt:
+def _attempt(compiled, inputs: dict, expected: torch.Tensor, tol: Tolerance, metrics: dict) -> Attempt:
     try:
         with torch.no_grad():
             actual = logits_of(compiled(**inputs))
@@ -76,14 +77,13 @@ def _attempt(compiled, inputs: dict, expected: torch.Tensor, tol: float, metrics
     return _compare(actual, expected, tol, metrics)
 
 
-def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: float, metrics: dict) -> Attempt:
+def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metrics: dict) -> Attempt:
     try:
-        diff = max_abs_diff(actual, expected)
+        found = judge_close(actual, expected, tol, metrics)
     except ContractViolation as exc:
         return Attempt(exc.reason, numerical=True)
-    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
-    if not diff <= tol:
-        return Attempt(f"compiled logits differ from eager by {diff:.3g} > {tol:g}", numerical=True)
+    if not found.within:
+        return Attempt(f"compiled logits differ from eager by {found.beyond()}", numerical=True)
     return Attempt()
 
 
@@ -125,7 +125,7 @@ def check_compile_prefill(case: Case) -> dict:
     raise ContractViolation(cold.failure, metrics, fingerprint)
 
 
-def _warm(reference, case: Case, inputs: dict, expected: torch.Tensor, tol: float,
+def _warm(reference, case: Case, inputs: dict, expected: torch.Tensor, tol: Tolerance,
           metrics: dict) -> tuple[dict[str, int], Attempt]:
     """The warm verdict of an eagerly-called instance, and its graph-break sites, from one dynamo trace."""
     trace = trace_breaks(reference, **inputs)

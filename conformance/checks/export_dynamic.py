@@ -74,7 +74,7 @@ from torch.export import Dim
 
 from conformance.build.case import Case
 from conformance.build.variants import LENGTH_VARIANTS, ORDER
-from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.export import LogitsModule, accepts, exporter_reason, failed, save_and_load, split_inputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
@@ -298,12 +298,11 @@ def _compare(loaded, reference, kwargs, constants, fixed, tol, log: ShapeLog, me
     with torch.no_grad():
         expected = logits_of(reference(**kwargs, **constants, **fixed))
     try:
-        diff = max_abs_diff(actual, expected)
+        found = judge_close(actual, expected, tol, metrics)
     except ContractViolation as exc:
         reason = f"loaded program: {exc.reason}"
         return Served(reason, Fingerprint("numerical_mismatch", what=mask(reason)))
-    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
-    if not diff <= tol:
-        reason = f"loaded program: logits differ from eager by {diff:.3g} > {tol:g}"
+    if not found.within:
+        reason = f"loaded program: logits differ from eager by {found.beyond()}"
         return Served(reason, Fingerprint("numerical_mismatch", what=mask(reason)))
     return Served()

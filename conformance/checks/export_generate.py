@@ -55,7 +55,7 @@ from __future__ import annotations
 import torch
 
 from conformance.build.case import Case
-from conformance.checks.common.compare import assert_close, logits_of, max_abs_diff
+from conformance.checks.common.compare import assert_close, judge_close, logits_of
 from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation, single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
@@ -89,9 +89,8 @@ def check_export_generate(case: Case) -> dict:
     for step, (actual, wanted) in enumerate(zip(program_logits, eager_logits)):
         what = "prefill" if step == 0 else f"decode step {step}"
         assert_close(actual, wanted, tol, f"{what} of the exported programs vs eager generate", metrics)
-    diff = max_abs_diff(program_logits[0], plain)
-    metrics["max_abs_diff_no_cache"] = diff
-    if not diff <= tol:
+    found = judge_close(program_logits[0], plain, tol, metrics, "max_abs_diff_no_cache")
+    if not found.within:
         raise ContractViolation(f"prefill of the exported programs vs a forward without cache: logits differ by "
-                                f"{diff:.3g} > {tol:g}", metrics)
+                                f"{found.beyond()}", metrics)
     return metrics

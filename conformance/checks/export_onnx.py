@@ -42,9 +42,10 @@ import torch
 from conformance.build.case import Case
 from conformance.checks.common import export as _export
 from conformance.checks.common import onnx as _onnx
-from conformance.checks.common.compare import assert_close, logits_of
+from conformance.checks.common.compare import Closeness, assert_close, logits_of
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import check
+from conformance.tolerances import Tolerance
 
 
 def non_padding(logits: torch.Tensor, tensors: dict[str, Any]) -> torch.Tensor | None:
@@ -58,8 +59,8 @@ def non_padding(logits: torch.Tensor, tensors: dict[str, Any]) -> torch.Tensor |
     return None
 
 
-def compare_logits(actual: torch.Tensor, expected: torch.Tensor, keep: torch.Tensor | None, tol: float,
-                   what: str, metrics: dict) -> float:
+def compare_logits(actual: torch.Tensor, expected: torch.Tensor, keep: torch.Tensor | None, tol: Tolerance,
+                   what: str, metrics: dict) -> Closeness:
     """assert_close over the kept positions (all when `keep` is None); records `compared_positions`."""
     if actual.shape != expected.shape:
         raise ContractViolation(f"{what}: logits shape {tuple(actual.shape)} != eager {tuple(expected.shape)}",

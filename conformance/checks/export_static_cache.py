@@ -73,10 +73,11 @@ from conformance.checks.common.cache import (
     greedy,
     static_cache,
 )
-from conformance.checks.common.compare import logits_of, max_abs_diff
+from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.checks.compile_decode import ForwardRecorder, no_cache_inputs
+from conformance.tolerances import Tolerance
 
 DECODE_STEPS = 4
 SPARE_SLOTS = 2  # empty cache slots after the last decode step: the mask must hide them
@@ -297,11 +298,11 @@ class Programs:
         return logits
 
 
-def _assert(actual: torch.Tensor, expected: torch.Tensor, metric: str, what: str, tol: float, metrics: dict) -> None:
-    diff = max_abs_diff(actual, expected)
-    metrics[metric] = max(diff, metrics.get(metric, 0.0))
-    if not diff <= tol:
-        raise ContractViolation(f"{what}: logits differ by {diff:.3g} > {tol:g}", metrics)
+def _assert(actual: torch.Tensor, expected: torch.Tensor, metric: str, what: str, tol: Tolerance,
+            metrics: dict) -> None:
+    found = judge_close(actual, expected, tol, metrics, metric)
+    if not found.within:
+        raise ContractViolation(f"{what}: logits differ by {found.beyond()}", metrics)
 
 
 def compare_prompt(programs: Programs, case: Case, inputs: dict[str, Any], label: str, metrics: dict,

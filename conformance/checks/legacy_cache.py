@@ -38,10 +38,11 @@ import torch
 
 from conformance.build.case import Case
 from conformance.checks.common.cache import cache_kwarg, cache_owner
-from conformance.checks.common.compare import assert_close, logits_of
+from conformance.checks.common.compare import assert_close, closeness, logits_of, record
 from conformance.checks.common.outcome import ContractViolation, HarnessGap, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.reasons import one_line
+from conformance.tolerances import Tolerance
 
 DECODE_STEPS = 2
 CLEAR_REJECTION = re.compile(r"cache|past_key_values", re.IGNORECASE)
@@ -209,7 +210,9 @@ class Decoder:
 
     def advance(self, state: dict[str, Any], output: Any) -> dict[str, Any]:
         if self.generation_code:
-            kwargs = self.owner._update_model_kwargs_for_generation(output, dict(state["kwargs"]))
+            # As generate calls it: some owners take `is_encoder_decoder` without a default (Mllama).
+            kwargs = self.owner._update_model_kwargs_for_generation(
+                output, dict(state["kwargs"]), is_encoder_decoder=self.encoder_decoder)
             state = {**state, "kwargs": kwargs}
         return state
 
@@ -259,7 +262,8 @@ def takes_generate_kwarg(params, name: str) -> bool:
     return forwards and name in inspect.signature(GenerationMixin.prepare_inputs_for_generation).parameters
 
 
-def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.Tensor, tol: float, metrics: dict) -> None:
+def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.Tensor, tol: Tolerance,
+                      metrics: dict) -> None:
     """Record what forward does with the raw legacy tuples (`raw_tuple`)."""
     try:
         with torch.no_grad():
@@ -271,15 +275,15 @@ def classify_raw_tuple(decoder: Decoder, probe, legacy: tuple, expected: torch.T
         return
     returned = cache_of(output)
     metrics["raw_tuple_returns"] = type(returned).__name__
-    diff = float((logits_of(output).float() - expected.float()).abs().max())
-    if diff <= tol:
+    found = closeness(logits_of(output), expected, tol)
+    if found.within:
         metrics["raw_tuple"] = "accepted_equal"
         return
     metrics["raw_tuple"] = "accepted_wrong"
-    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
+    record(metrics, found, tol)
     raise ContractViolation(
         f"a raw legacy tuple passed as `{decoder.cache_name}` is accepted silently but the logits differ "
-        f"from the original cache's by {diff:.3g} > {tol:g}", metrics)
+        f"from the original cache's by {found.beyond()}", metrics)
 
 
 @check("legacy_cache", column=50, lists=("raw_tuple", "what a raw legacy tuple passed to forward does"),

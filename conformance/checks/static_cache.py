@@ -44,9 +44,12 @@ import torch
 
 from conformance.build.case import Case
 from conformance.checks.common.cache import generate_inputs, greedy, has_kv_cache
+from conformance.checks.common.cache_contents import CacheContents, compare_contents
+from conformance.checks.common.compare import judge_close
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
 from conformance.reasons import one_line
+from conformance.tolerances import Tolerance, cache_contents
 
 NEW_TOKENS = 10
 
@@ -91,17 +94,25 @@ class _CacheTypes:
 
 
 def _runs(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: int, metrics: dict):
-    """(static, dynamic) generate outputs, checked to be comparable; records `static_cache_ignored`."""
-    dynamic = _generate(make_model(), inputs, new_tokens)
+    """(static, dynamic, held) generate outputs, checked to be comparable, and what each cache held after
+    each forward (`CacheContents`: static first); records `static_cache_ignored`."""
+    dynamic_model = make_model()
+    dynamic_held = CacheContents(dynamic_model)
+    try:
+        dynamic = _generate(dynamic_model, inputs, new_tokens)
+    finally:
+        dynamic_held.remove()
     if not hasattr(dynamic, "sequences"):
         raise NotApplicable(f"generate returns a {type(dynamic).__name__} without token `sequences` (a scoring "
                             "output): no decoded tokens to compare")
     model = make_model()
     seen = _CacheTypes(model)
+    static_held = CacheContents(model)
     try:
         static = _generate(model, inputs, new_tokens, cache_implementation="static")
     finally:
         seen.remove()
+        static_held.remove()
     if seen.names and not seen.static:  # recorded, not gated: the comparison then says nothing about a StaticCache
         metrics["static_cache_ignored"] = ", ".join(sorted(seen.names))
     if static.sequences.shape != dynamic.sequences.shape:
@@ -113,7 +124,7 @@ def _runs(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: i
     steps = len(dynamic.scores)
     if not torch.equal(static.sequences[:, :-steps], dynamic.sequences[:, :-steps]):
         raise ContractViolation("static and dynamic runs returned different prompts", metrics)
-    return static, dynamic
+    return static, dynamic, (static_held, dynamic_held)
 
 
 def _first_divergence(static, dynamic) -> int:
@@ -146,7 +157,7 @@ def _as_float64(inputs: dict) -> dict:
 def float64_witness(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: int, metrics: dict) -> None:
     """Record the same comparison run in float64 (`float64_witness`), or why it could not run."""
     try:
-        static, dynamic = _runs(lambda: make_model().double(), _as_float64(inputs), new_tokens, {})
+        static, dynamic, _ = _runs(lambda: make_model().double(), _as_float64(inputs), new_tokens, {})
         metrics["float64_witness"] = _worst_agreeing_step(static, dynamic)[1]
     except Exception as exc:  # e.g. a float32-only kernel; the witness is information, never a verdict
         metrics["float64_witness_error"] = one_line(exc, limit=160)
@@ -159,36 +170,36 @@ def _witness_note(metrics: dict) -> str:
 
 
 def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: int,
-                           tol: float, witness: bool = True) -> dict:
-    """Greedy static-cache vs dynamic-cache generate, as the module says; metrics, or ContractViolation."""
+                           tol: Tolerance, witness: bool = True, contents: Tolerance | None = None) -> dict:
+    """Greedy static-cache vs dynamic-cache generate, as the module says; metrics, or ContractViolation.
+    `contents` is the tolerance of the cache contents comparison (default: `tolerances.cache_contents` of
+    float32)."""
     metrics: dict = {"new_tokens": new_tokens, "max_abs_diff": 0.0}
-    static, dynamic = _runs(make_model, inputs, new_tokens, metrics)
+    static, dynamic, held = _runs(make_model, inputs, new_tokens, metrics)
     steps = len(dynamic.scores)
     first = _first_divergence(static, dynamic)
     metrics["compared_steps"] = min(first + 1, steps)
     for step in range(first):
-        diff = score_diff(static.scores[step], dynamic.scores[step])
-        metrics["max_abs_diff"] = max(metrics["max_abs_diff"], diff)
-        if not diff <= tol:
+        found = judge_close(static.scores[step], dynamic.scores[step], tol, metrics)
+        if not found.within:
             if witness:
                 float64_witness(make_model, inputs, new_tokens, metrics)
             raise ContractViolation(
-                f"static cache scores differ from the dynamic cache's at new token {step} by {diff:.3g} > {tol:g} "
+                f"static cache scores differ from the dynamic cache's at new token {step} by {found.beyond()} "
                 f"while the tokens agree{_witness_note(metrics)}", metrics)
-    if first == steps:
-        return metrics
-    new_static, new_dynamic = static.sequences[:, -steps:], dynamic.sequences[:, -steps:]
-    diff = score_diff(static.scores[first], dynamic.scores[first])
-    metrics["max_abs_diff"] = max(metrics["max_abs_diff"], diff)
-    if not diff <= tol:
-        if witness:
-            float64_witness(make_model, inputs, new_tokens, metrics)
-        rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()
-        raise ContractViolation(
-            f"static cache diverges from the dynamic cache at new token {first} (rows {rows}: static "
-            f"{new_static[rows, first].tolist()} vs dynamic {new_dynamic[rows, first].tolist()}); scores "
-            f"there differ by {diff:.3g} > {tol:g}{_witness_note(metrics)}", metrics)
-    metrics["tie_at_step"] = first
+    if first < steps:
+        new_static, new_dynamic = static.sequences[:, -steps:], dynamic.sequences[:, -steps:]
+        found = judge_close(static.scores[first], dynamic.scores[first], tol, metrics)
+        if not found.within:
+            if witness:
+                float64_witness(make_model, inputs, new_tokens, metrics)
+            rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()
+            raise ContractViolation(
+                f"static cache diverges from the dynamic cache at new token {first} (rows {rows}: static "
+                f"{new_static[rows, first].tolist()} vs dynamic {new_dynamic[rows, first].tolist()}); scores "
+                f"there differ by {found.beyond()}{_witness_note(metrics)}", metrics)
+        metrics["tie_at_step"] = first
+    compare_contents(held, inputs, first, contents or cache_contents("float32"), metrics)
     return metrics
 
 
@@ -209,4 +220,5 @@ def check_static_cache(case: Case) -> dict:
         raise NotApplicable("the model takes no KV cache")
     models = iter([first])
     return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
-                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, case.tol("eager"))
+                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, case.tol("eager"),
+                                  contents=cache_contents(str(case.dtype)))

@@ -130,7 +130,10 @@ class _FakeGenerator(torch.nn.Module):
 
 def test_static_cache_records_a_generate_that_ignores_the_static_cache():
     from conformance.checks.static_cache import compare_static_dynamic
+    from conformance.tolerances import tolerance
 
-    ignored = compare_static_dynamic(lambda: _FakeGenerator(False), {}, 1, 1e-5)
+    EAGER = tolerance("float32", "eager")
+
+    ignored = compare_static_dynamic(lambda: _FakeGenerator(False), {}, 1, EAGER)
     assert ignored["static_cache_ignored"] == "DynamicCache"
-    assert "static_cache_ignored" not in compare_static_dynamic(lambda: _FakeGenerator(True), {}, 1, 1e-5)
+    assert "static_cache_ignored" not in compare_static_dynamic(lambda: _FakeGenerator(True), {}, 1, EAGER)

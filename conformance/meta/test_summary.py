@@ -25,11 +25,19 @@ def test_one_line_per_check_with_pass_known_new_and_not_applicable():
     lines = summary.summary_lines(make_envelope())
     assert lines[0].startswith("conformance: 3 classes x 4 checks · transformers 5.24.0 · torch 2.13.0 · cpu")
     rows = {line.split()[0]: line.split()[1:] for line in lines[2:6]}
-    assert lines[1].split() == ["check", "pass", "known", "new", "n/a"]
-    assert rows["build"] == ["2", "0", "1", "0", "(1", "error)"]
-    assert rows["compile_prefill"] == ["1", "0", "2", "0", "(1", "fail,", "1", "error)"]
-    assert rows["compile_decode"] == ["0", "1", "1", "1", "(1", "error)"]
-    assert rows["legacy_cache"] == ["2", "0", "1", "0", "(1", "error)"]
+    assert lines[1].split() == ["check", "pass", "known", "gaps", "new", "n/a"]
+    assert rows["build"] == ["2", "0", "0", "1", "0", "(1", "error)"]
+    assert rows["compile_prefill"] == ["1", "0", "0", "2", "0", "(1", "fail,", "1", "error)"]
+    assert rows["compile_decode"] == ["0", "1", "0", "1", "1", "(1", "error)"]
+    assert rows["legacy_cache"] == ["2", "0", "0", "1", "0", "(1", "error)"]
+
+
+def test_a_listed_harness_gap_counts_as_the_suites_own_not_as_a_known_failure():
+    envelope = make_envelope()
+    envelope["models"]["BetaForConditionalGeneration"]["cells"]["compile_decode"] = {**cell("xfail"), "expected": "error"}
+    envelope["summary"] = report.summarize(envelope["models"], envelope["checks"])
+    counts = summary.tally(envelope)["compile_decode"]
+    assert (counts.known, counts.gaps) == (1, 1)
 
 
 def test_regressions_are_named_with_their_reason_and_stale_expectations_with_the_listed_verdict():
@@ -69,7 +77,8 @@ def test_the_summary_stays_short_on_a_run_with_many_failures_and_lists_the_paths
     envelope["summary"] = report.summarize(envelope["models"], envelope["checks"])
     paths = ["reports/latest/matrix.json", *map(str, pages.beside("reports/latest/matrix.json"))]
     lines = summary.summary_lines(envelope, paths)
-    assert len(lines) == 2 + len(envelope["checks"]) + 2 * (summary.LIMIT + 2) + len(paths)
+    # two full sections (regressions, stale), "near the edge: none" (no cell compared anything), the paths
+    assert len(lines) == 2 + len(envelope["checks"]) + 2 * (summary.LIMIT + 2) + 1 + len(paths)
     assert all(len(line) <= summary.WIDTH for line in lines)
     assert lines[-3:] == ["files: reports/latest/matrix.json", "       reports/latest/matrix.md",
                           "       reports/latest/matrix.html"]

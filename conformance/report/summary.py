@@ -3,14 +3,20 @@
 Contracts:
 
 * `tally(envelope)` counts each check's cells as pass, known (xfail: listed
-  in the expectations), new (fail, error, timeout: not listed, and xpass: a
-  stale expectation) and n/a (skip), with the new ones by verdict.
+  in the expectations), gaps (the known ones that are the suite's own: an
+  xfail whose listed verdict is `error`, a harness gap 🚧), new (fail, error,
+  timeout: not listed, and xpass: a stale expectation) and n/a (skip), with
+  the new ones by verdict.
+* `near_edge(envelope)` are the comparing cells whose worst ratio to the
+  allowed difference (`worst_ratio`, `cache_worst_ratio`) sits within
+  `tolerances.NEAR_EDGE` of 1 on their side: where a verdict can flip with
+  the machine or the day.
 * `regressions(envelope)` are the fail, error and timeout cells (never
   listed: a listed one is xfail); `stale(envelope)` the xpass cells.
 * `summary_lines(envelope, paths)` is the summary: a header, one line per
-  check, the regressions and stale expectations by name (at most `limit`
-  each, then "and N more"), the paths given: at most 2 + checks +
-  2 * (limit + 2) lines and the paths (36 with ten checks and the default).
+  check, the regressions, stale expectations and cells near the edge by name
+  (at most `limit` each, then "and N more"), the paths given: at most 2 +
+  checks + 3 * (limit + 2) lines and the paths.
 
 Pure functions of the envelope (no clock, no filesystem): the run prints
 them, and so does `conformance render --summary`.
@@ -21,6 +27,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, NamedTuple
 
+from conformance import tolerances
+from conformance.verdicts import passed
+
 NEW = ("fail", "error", "timeout", "xpass")  # what the expectations do not account for: a red gate
 REGRESSING = ("fail", "error", "timeout")
 LIMIT = 10  # regressions (and stale expectations) named before "and N more"
@@ -29,10 +38,11 @@ WIDTH = 120  # a named cell's line is cut to this many characters
 
 class Tally(NamedTuple):
     passed: int
-    known: int
+    known: int  # listed model failures (harness gaps excluded)
     new: int
     not_applicable: int
     new_by_verdict: dict[str, int]
+    gaps: int = 0  # listed harness gaps: the suite's own
 
 
 class Cell(NamedTuple):
@@ -48,13 +58,41 @@ def tally(envelope: dict) -> dict[str, Tally]:
     """Check -> its counts, in the envelope's column order (checks only in the summary last)."""
     summary = envelope["summary"]
     checks = list(envelope["checks"]) + [c for c in summary if c not in envelope["checks"]]
+    gaps: dict[str, int] = {}
+    for row in envelope["models"].values():
+        for check_id, cell in row.get("cells", {}).items():
+            if is_gap(cell):
+                gaps[check_id] = gaps.get(check_id, 0) + 1
     result = {}
     for check_id in checks:
         counts = summary.get(check_id, {})
         new = {v: counts.get(v, 0) for v in NEW if counts.get(v, 0)}
-        result[check_id] = Tally(counts.get("pass", 0), counts.get("xfail", 0), sum(new.values()),
-                                 counts.get("skip", 0), new)
+        result[check_id] = Tally(counts.get("pass", 0), counts.get("xfail", 0) - gaps.get(check_id, 0),
+                                 sum(new.values()), counts.get("skip", 0), new, gaps.get(check_id, 0))
     return result
+
+
+def is_gap(cell: dict) -> bool:
+    """A listed harness gap (🚧): an xfail whose expectation lists `error`, the suite's own."""
+    return cell.get("verdict") == "xfail" and cell.get("expected") == "error"
+
+
+RATIOS = ("worst_ratio", "cache_worst_ratio")
+
+
+def near_edge(envelope: dict) -> list[tuple[str, str, str, float]]:
+    """(model, check, verdict, ratio) of every comparing cell near its tolerance's edge (see the module)."""
+    found = []
+    for model, row in sorted(envelope["models"].items()):
+        for check_id, cell in sorted(row.get("cells", {}).items()):
+            metrics = cell.get("metrics") or {}
+            ratios = [metrics[k] for k in RATIOS if isinstance(metrics.get(k), (int, float))]
+            if not ratios:
+                continue
+            ratio = max(ratios)
+            if tolerances.near_edge(ratio, passed(cell)):
+                found.append((model, check_id, cell["verdict"], float(ratio)))
+    return found
 
 
 def cells_with(envelope: dict, verdicts: Iterable[str]) -> list[Cell]:
@@ -90,11 +128,11 @@ def header(envelope: dict) -> str:
 def check_lines(envelope: dict) -> list[str]:
     counts = tally(envelope)
     width = max([len("check")] + [len(c) for c in counts])
-    lines = [f"  {'check':<{width}}  {'pass':>5}  {'known':>5}  {'new':>5}  {'n/a':>5}"]
+    lines = [f"  {'check':<{width}}  {'pass':>5}  {'known':>5}  {'gaps':>5}  {'new':>5}  {'n/a':>5}"]
     for check_id, t in counts.items():
         detail = ", ".join(f"{n} {v}" for v, n in t.new_by_verdict.items())
-        lines.append(f"  {check_id:<{width}}  {t.passed:>5}  {t.known:>5}  {t.new:>5}  {t.not_applicable:>5}"
-                     + (f"  ({detail})" if detail else ""))
+        lines.append(f"  {check_id:<{width}}  {t.passed:>5}  {t.known:>5}  {t.gaps:>5}  {t.new:>5}"
+                     f"  {t.not_applicable:>5}" + (f"  ({detail})" if detail else ""))
     return lines
 
 
@@ -122,6 +160,9 @@ def summary_lines(envelope: dict, paths: Iterable[str | Path] = (), limit: int =
     lines += named("stale expectations", "passed, or failed with fewer breaks than listed: remove or tighten them",
                    stale(envelope), lambda c: f"listed as {c.expected or 'failing'}"
                    + (f": {c.note}" if c.note else ""), limit)
+    edge = [Cell(m, c, v, f"worst ratio {r:.2f} of the allowed difference", "") for m, c, v, r in near_edge(envelope)]
+    lines += named("near the edge", f"a comparison within {tolerances.NEAR_EDGE:g}x of its tolerance: a verdict "
+                   "another machine or day could flip", edge, lambda c: f"{c.verdict}, {c.reason}", limit)
     paths = [str(p) for p in paths]
     if paths:
         lines.append("files: " + paths[0])

@@ -10,8 +10,12 @@ Contracts:
   their comparisons (no ``compares`` in its `check_info`) is read with the
   registry's declarations (`registry.describe`), imported only then.
 * `breaches(envelope)` lists every cell whose verdict is `pass` or `xpass`
-  while one of those metrics is beyond the tolerance (NaN included): a
-  contract that recorded a difference it did not assert. A true run has none.
+  while its comparison was beyond the tolerance (NaN included): a contract
+  that recorded a difference it did not assert. A cell that records its
+  judgement (``worst_ratio``, with the ``atol``/``rtol`` it used) breaches
+  when the ratio is above 1 or it was judged with a looser tolerance than
+  its check declares; an older cell, when a compared metric is above the
+  declared absolute tolerance. A true run has none.
 * `breaches_in(path)` is the same for a run file (`load_envelope` reads it).
 """
 
@@ -52,7 +56,7 @@ def _declared(envelope: dict) -> dict[str, dict]:
     return info
 
 
-def comparisons(envelope: dict) -> dict[str, tuple[tuple[str, ...], float]]:
+def comparisons(envelope: dict) -> dict[str, tuple[tuple[str, ...], tolerances.Tolerance]]:
     """check id -> (compared metrics, tolerance) for the run's dtype and backend."""
     env = envelope["environment"]
     found = {}
@@ -70,14 +74,27 @@ def breaches(envelope: dict) -> list[Breach]:
         for check_id, cell in sorted(row.get("cells", {}).items()):
             if cell.get("verdict") not in PASSING or check_id not in rules:
                 continue
-            metrics, tol = rules[check_id]
-            for metric in metrics:
-                value = (cell.get("metrics") or {}).get(metric)
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                if math.isnan(value) or value > tol:
-                    found.append(Breach(model, check_id, cell["verdict"], metric, float(value), tol))
+            compared, tol = rules[check_id]
+            metrics = cell.get("metrics") or {}
+            judged = _number(metrics.get("worst_ratio"))
+            if judged is not None:
+                used = (_number(metrics.get("atol")), _number(metrics.get("rtol")))
+                if math.isnan(judged) or judged > 1.0:
+                    found.append(Breach(model, check_id, cell["verdict"], "worst_ratio", judged, 1.0))
+                elif None in used or used[0] > tol.atol or used[1] > tol.rtol:
+                    found.append(Breach(model, check_id, cell["verdict"], "atol", used[0] or math.nan, tol.atol))
+                continue
+            for metric in compared:
+                value = _number(metrics.get(metric))
+                if value is not None and (math.isnan(value) or value > tol.atol):
+                    found.append(Breach(model, check_id, cell["verdict"], metric, value, tol.atol))
     return found
+
+
+def _number(value) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
 
 
 def breaches_in(path: str | Path) -> list[Breach]:

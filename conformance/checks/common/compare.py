@@ -1,31 +1,35 @@
-"""Comparing outputs: the logits of any model output, their difference, the tolerance check.
+"""Comparing outputs: the logits of any model output, and the one closeness rule every check judges with.
 
 Contract: `logits_of(output)` finds the logits tensor of a ModelOutput,
 dict, tuple or tensor: `logits`, else a scoring output's first `logits*`
 field (CLIP-style `logits_per_<modality>`), else a tuple's first tensor
-(TypeError when there is none); `max_abs_diff(a, b)`
-is their largest absolute difference in float32 (ContractViolation when the
-shapes differ); `assert_close(actual, expected, tol, what, metrics)` records
-the worst difference so far as ``metrics["max_abs_diff"]`` and raises
-ContractViolation, naming `what`, beyond `tol` (NaN is beyond any tolerance),
-fingerprinted as a numerical mismatch at `what`.
-`tolerance(case, backend)` is design.md's tolerance for the case's dtype and
-a backend (default: the case's), from `conformance.tolerances`.
+(TypeError when there is none); `max_abs_diff(a, b)` is their largest
+absolute difference in float32 (ContractViolation when the shapes differ).
+
+`closeness(actual, expected, tol)` measures two tensors against a
+`conformance.tolerances.Tolerance` elementwise (``|actual - expected| <=
+atol + rtol * |expected|``; equal entries, also two equal infinities, differ
+by 0; NaN is beyond any tolerance): the largest absolute difference, the
+worst ratio to the allowed difference (1.0 = at the edge) and, at that
+element, the difference and what was allowed. `record(metrics, found, tol,
+metric)` keeps the worst of each in a cell's metrics (`metric`, default
+``max_abs_diff``; ``worst_ratio``; the ``atol`` and ``rtol`` judged with).
+`judge_close(...)` is both. `assert_close(actual, expected, tol, what,
+metrics)` records and raises ContractViolation, naming `what`, when the
+tensors are not close, fingerprinted as a numerical mismatch at `what`.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from conformance import tolerances
 from conformance.checks.common.outcome import ContractViolation
 from conformance.fingerprints import Fingerprint, mask
-
-
-def tolerance(case, backend: str | None = None) -> float:
-    return tolerances.tolerance(str(case.dtype), backend or case.backend)
+from conformance.tolerances import Tolerance
 
 
 def logits_of(output: Any) -> torch.Tensor:
@@ -47,17 +51,80 @@ def logits_of(output: Any) -> torch.Tensor:
     raise TypeError(f"no logits in output of type {type(output).__name__}")
 
 
-def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+def _check_shapes(a: torch.Tensor, b: torch.Tensor) -> None:
     if a.shape != b.shape:
         raise ContractViolation(f"logits shape {tuple(a.shape)} != expected {tuple(b.shape)}")
+
+
+def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    _check_shapes(a, b)
     return float((a.detach().float() - b.detach().float()).abs().max()) if a.numel() else 0.0
 
 
-def assert_close(actual: torch.Tensor, expected: torch.Tensor, tol: float, what: str, metrics: dict) -> float:
-    """Record max_abs_diff in `metrics` and raise ContractViolation beyond `tol`."""
-    diff = max_abs_diff(actual, expected)
-    metrics["max_abs_diff"] = max(diff, metrics.get("max_abs_diff", 0.0))
-    if not diff <= tol:  # also catches NaN
-        raise ContractViolation(f"{what}: logits differ from eager by {diff:.3g} > {tol:g}", metrics,
+@dataclass(frozen=True)
+class Closeness:
+    """How far `actual` is from `expected` under a tolerance (see the module)."""
+
+    max_abs_diff: float
+    ratio: float  # worst |actual - expected| / (atol + rtol * |expected|)
+    diff: float  # the difference at the worst element
+    allowed: float  # what the tolerance allows there
+
+    @property
+    def within(self) -> bool:
+        return self.ratio <= 1.0  # False for NaN
+
+    def beyond(self) -> str:
+        """``<diff> > <allowed>`` at the worst element, for a reason."""
+        return f"{self.diff:.3g} > {self.allowed:.3g}"
+
+
+def closeness(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance) -> Closeness:
+    _check_shapes(actual, expected)
+    if not actual.numel():
+        return Closeness(0.0, 0.0, 0.0, tol.atol)
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = tol.atol + tol.rtol * e.abs()
+    ratios = delta / allowed
+    if torch.isnan(ratios).any():
+        worst = int(torch.isnan(ratios).flatten().nonzero()[0])
+        ratio = math.nan
+    else:
+        worst = int(ratios.flatten().argmax())
+        ratio = float(ratios.flatten()[worst])
+    return Closeness(float(delta.max()), ratio, float(delta.flatten()[worst]), float(allowed.flatten()[worst]))
+
+
+def _worse(new: float, old: float | None) -> float:
+    if old is None or math.isnan(new):
+        return new
+    if isinstance(old, float) and math.isnan(old):
+        return old
+    return max(new, old)
+
+
+def record(metrics: dict, found: Closeness, tol: Tolerance, metric: str = "max_abs_diff") -> None:
+    """Keep the worst difference (`metric`) and ratio of a cell, and the tolerance it was judged with."""
+    metrics[metric] = _worse(found.max_abs_diff, metrics.get(metric))
+    metrics["worst_ratio"] = _worse(round(found.ratio, 4) if not math.isnan(found.ratio) else found.ratio,
+                                    metrics.get("worst_ratio"))
+    metrics["atol"], metrics["rtol"] = tol.atol, tol.rtol
+
+
+def judge_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metrics: dict,
+                metric: str = "max_abs_diff") -> Closeness:
+    """`closeness`, recorded in `metrics` (see `record`)."""
+    found = closeness(actual, expected, tol)
+    record(metrics, found, tol, metric)
+    return found
+
+
+def assert_close(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, what: str, metrics: dict,
+                 metric: str = "max_abs_diff") -> Closeness:
+    """Record the comparison in `metrics` and raise ContractViolation when the tensors are not close."""
+    found = judge_close(actual, expected, tol, metrics, metric)
+    if not found.within:
+        raise ContractViolation(f"{what}: logits differ from eager by {found.beyond()}", metrics,
                                 Fingerprint("numerical_mismatch", what=mask(what)))
-    return diff
+    return found

@@ -32,7 +32,7 @@ from typing import Any
 
 import torch
 
-from conformance.checks.common.compare import assert_close, logits_of
+from conformance.checks.common.compare import assert_close, judge_close, logits_of
 from conformance.checks.common.outcome import ContractViolation
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import where
@@ -163,11 +163,11 @@ def export_forward(case, strict: bool) -> dict:
     reference_model = case.fresh_model().eval()
     with torch.no_grad():
         expected = logits_of(reference_model(**tensors, **constants, **fixed))
-    metrics["repeat_diff"] = float((first.float() - second.float()).abs().max()) if first.numel() else 0.0
     tol = case.tol("export")
     assert_close(first, expected, tol, "loaded program (first call)", metrics)
     assert_close(second, expected, tol, "loaded program (second call)", metrics)
-    if not metrics["repeat_diff"] <= tol:
+    repeat = judge_close(second, first, tol, metrics, "repeat_diff")
+    if not repeat.within:
         raise ContractViolation(f"the loaded program's second call differs from its first by "
-                                f"{metrics['repeat_diff']:.3g} > {tol:g}", metrics)
+                                f"{repeat.beyond()}", metrics)
     return metrics

@@ -212,7 +212,10 @@ def of_exception(exc: BaseException, default: str = "exception") -> Fingerprint:
 
 def of_reason(reason: str, cause: BaseException | None = None) -> Fingerprint:
     """The fingerprint of a contract violation stated in words: its masked reason, and the exception behind
-    it when there is one."""
+    it when there is one (a violation it wraps: that violation's own fingerprint)."""
+    listed = getattr(cause, "fingerprint", None)  # a violation wrapping another keeps the inner one's fingerprint
+    if isinstance(listed, Fingerprint):
+        return listed
     if cause is not None:
         found = of_exception(cause)
         return Fingerprint(found.kind, where=found.where, error=found.error)

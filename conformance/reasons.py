@@ -13,6 +13,15 @@ LlavaModel.get_image_features``; ``<module>`` for module level). `site_of(frames
 is the site of the innermost frame inside transformers (else the innermost),
 for a list of `traceback.FrameSummary`; `exception_site(exc)` that of an
 exception (dynamo's traced stack when it has one, else its traceback).
+`raised_in_suite(exc)` is the line between a model's failure and the
+suite's: whether the frame that raised `exc` (after following explicit
+causes, ``raise ... from``, to the root) is this package's own code. The
+harness's own tests (``conformance/meta/``) play the model's part and do not
+count, nor does an exception a check raises on purpose about the model
+(its class says ``deliberate = True``: ContractViolation, NotApplicable). An
+exception propagating out of transformers or torch was raised there,
+whoever called. `suite_location(exc)` is that frame as
+``conformance/<path>:<line>`` and `suite_site(exc)` as a site.
 Torch-free.
 """
 
@@ -106,3 +115,49 @@ def exception_site(exc: BaseException) -> str:
     if stack:
         return site_of(stack)
     return site_of(traceback.extract_tb(exc.__traceback__))
+
+
+SUITE = Path(__file__).resolve().parent
+STAND_INS = SUITE / "meta"  # the harness's own tests: their models and cases stand in for transformers
+
+
+@functools.lru_cache(maxsize=1024)
+def in_suite(filename: str) -> bool:
+    """Whether a source file is this package's own code (not its meta tests)."""
+    try:
+        path = Path(filename).resolve()
+    except (OSError, ValueError):
+        return False
+    return path.is_relative_to(SUITE) and not path.is_relative_to(STAND_INS)
+
+
+def _root(exc: BaseException) -> BaseException:
+    seen = {id(exc)}
+    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
+        exc = exc.__cause__
+        seen.add(id(exc))
+    return exc
+
+
+def _raising_frame(exc: BaseException):
+    frames = traceback.extract_tb(_root(exc).__traceback__)
+    return frames[-1] if frames else None
+
+
+def raised_in_suite(exc: BaseException) -> bool:
+    if getattr(_root(exc), "deliberate", False):  # a check's own statement about the model (ContractViolation...)
+        return False
+    frame = _raising_frame(exc)
+    return frame is not None and in_suite(frame.filename)
+
+
+def suite_location(exc: BaseException) -> str:
+    frame = _raising_frame(exc)
+    if frame is None:
+        return ""
+    return f"conformance/{Path(frame.filename).resolve().relative_to(SUITE)}:{frame.lineno}"
+
+
+def suite_site(exc: BaseException) -> str:
+    frame = _raising_frame(exc)
+    return site(frame.filename, frame.lineno, frame.name) if frame is not None else ""

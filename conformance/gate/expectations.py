@@ -29,7 +29,9 @@ Contracts:
   or raises `ExpectationsError` with one line naming the file, the entry and
   the fix: invalid TOML, a missing or mistyped field, a verdict other than
   fail/error/timeout, an unknown field or condition, a malformed fingerprint,
-  a cell listed twice, a class not discovered in the installed transformers
+  a cell listed twice, a failure whose fingerprint site is the suite's own
+  code (``conformance.``) listed as anything but a harness gap (kind
+  ``harness_error``, verdict ``error``), a class not discovered in the installed transformers
   (when `classes` is given; an alias counts as the class), an unknown check id.
 * `files_for(version)` are the files of a transformers version: its
   major.minor's, or, for a version with none yet (a development checkout,
@@ -231,6 +233,9 @@ def parse(text: str, path: Path, classes: dict[str, str] | None = None) -> Expec
             except FingerprintError as exc:
                 raise ExpectationsError(f"{where}: fingerprint: {exc}; regenerate it with "
                                         "`conformance expectations --update RUN.json`") from None
+            suite_gap = _suite_gap_problem(fingerprint, entry["verdict"])
+            if suite_gap:
+                raise ExpectationsError(f"{where} ({entry['model']} / {entry['check']}): {suite_gap}")
         own = _conditions(entry["conditions"], where) if "conditions" in entry else {}
         model = entry["model"]
         if classes is not None:
@@ -245,6 +250,21 @@ def parse(text: str, path: Path, classes: dict[str, str] | None = None) -> Expec
         found[key] = Expectation(model, entry["check"], entry["verdict"], entry["reason"], entry.get("link", ""),
                                  fingerprint, own)
     return ExpectationsFile(Path(path), conditions, found)
+
+
+SUITE_SITE = "conformance."  # a fingerprint site in this package: the suite's own code
+SUITE_KINDS = ("harness_error",)  # the kind such a failure is listed as: a known gap of the suite, never a finding
+
+
+def _suite_gap_problem(fingerprint: Fingerprint, verdict: str) -> str:
+    """Why an entry that lists a failure of the suite's own code as something else is refused ('' if fine)."""
+    if fingerprint.where.startswith(SUITE_SITE) and fingerprint.kind not in SUITE_KINDS:
+        return (f"lists a failure at the suite's own {fingerprint.where} as kind {fingerprint.kind!r}; the suite's "
+                "own exception is a harness error, never a model's known failure: fix the check, or list it as "
+                "kind \"harness_error\" with verdict \"error\"")
+    if fingerprint.kind in SUITE_KINDS and verdict != "error":
+        return f"lists kind {fingerprint.kind!r} with verdict {verdict!r}; a harness gap's verdict is \"error\""
+    return ""
 
 
 def read(path: Path, classes: dict[str, str] | None = None) -> ExpectationsFile:

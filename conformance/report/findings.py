@@ -41,6 +41,7 @@ from conformance.report.reproduce import reproducer
 from conformance.verdicts import FAILING, raw
 
 NOT_UPSTREAM = ("harness_error", "crash", "timeout")  # fingerprint kinds that are the suite's own gaps
+SUITE_SITE = "conformance."  # a site in the suite's own code is its gap too, whatever the kind says
 REASON_LIMIT = 600
 CLASS_LIMIT = 30  # classes named in a group's heading lines before "and N more"
 
@@ -87,6 +88,8 @@ class Group:
 
     @property
     def upstream(self) -> bool:
+        if self.where.startswith(SUITE_SITE):  # the suite's own code: never an upstream root cause
+            return False
         if self.kind:
             return self.kind not in NOT_UPSTREAM
         return all(c.raw == "fail" for c in self.cells)

@@ -46,12 +46,13 @@ MEANINGS = {
     "xfail": "known failure (listed in fixtures/expectations with this failure's fingerprint)",
     "xpass": "better than listed: passes, or fails with fewer graph breaks or recompiles (update the expectation)",
     "skip": "does not apply",
-    "error": "harness could not build the tiny model or inputs",
+    "error": "harness error: the suite could not build the tiny model or inputs, or its own code failed",
     "timeout": "ran past its time limit",
 }
-# An xfail cell whose listed verdict is `error`: the tiny model or its inputs could not be built (a harness gap,
-# a missing dependency, or a model whose own eager forward fails), so the cell says nothing about the check itself.
-KNOWN_ERROR = ("🚧", "known build error: tiny model or inputs could not be built (listed in fixtures/expectations)")
+# An xfail cell whose listed verdict is `error`: a known gap of the suite (kind harness_error: the tiny model or its
+# inputs could not be built, or the check could not set itself up), so the cell says nothing about the model.
+KNOWN_ERROR = ("🚧", "known harness gap: the suite could not build the model or inputs or set up the check "
+                     "(listed in fixtures/expectations; the suite's own, not a finding)")
 # No cell: the run did not include it (e.g. an optional column whose extra was not installed, an opt-in column).
 # Not a verdict.
 NOT_RUN = ("⬜", "not run (not in this run, e.g. an optional column whose extra was not installed: see the summary)")

@@ -5,9 +5,14 @@ its metrics when the contract held, raises `ContractViolation(reason,
 metrics)` when it ran and the contract was violated, and
 `NotApplicable(reason)` when the check does not apply to the model (e.g. no
 KV cache), and `HarnessGap(reason)` when the check cannot set itself up for
-the model (an `error`: this suite's gap, not the model's). Any other exception raised while the check runs is a violation
-too (the model failed under the check), reported with its type, message and
-the innermost transformers frame (`conformance.reasons.one_line`).
+the model (an `error`: this suite's gap, not the model's). Any other
+exception raised while the check runs is a violation too (the model failed
+under the check), reported with its type, message and the innermost
+transformers frame (`conformance.reasons.one_line`), except where the
+suite's own code raised it (`conformance.reasons.raised_in_suite`: the
+frame that raised, or the root cause a ContractViolation wraps, is this
+package's code): that is a harness error, `error` with a `harness_error`
+fingerprint at the suite's site, whatever the check meant to say.
 `run_check(check_id, case)` turns all of this into an `Outcome` with
 `seconds` and `cpu_seconds` metrics and, when it failed, a fingerprint (the
 check's own, else one from the exception or the reason's words); checks
@@ -27,12 +32,14 @@ import torch
 
 from conformance import fingerprints
 from conformance.fingerprints import Fingerprint
-from conformance.reasons import one_line
+from conformance.reasons import one_line, raised_in_suite, suite_location, suite_site
 
 
 class ContractViolation(AssertionError):
     """The check ran and its contract did not hold; `fingerprint` says how, when the check knows better than
     its reason's words (`conformance.fingerprints`)."""
+
+    deliberate = True  # a statement about the model, wherever the check raised it (`reasons.raised_in_suite`)
 
     def __init__(self, reason: str, metrics: dict | None = None, fingerprint: Fingerprint | None = None):
         super().__init__(reason)
@@ -43,6 +50,8 @@ class ContractViolation(AssertionError):
 
 class NotApplicable(Exception):
     """The check does not apply to this model; the message says why."""
+
+    deliberate = True
 
 
 class HarnessGap(Exception):
@@ -59,6 +68,19 @@ class Outcome:
     metrics: dict = field(default_factory=dict)
     traceback: str = ""
     fingerprint: Fingerprint | None = None  # every failing outcome has one
+
+
+HARNESS_ERROR = "harness error: the suite's own code raised (not a finding about the model)"
+
+
+def harness_error(exc: BaseException, metrics: dict | None = None) -> Outcome:
+    """The outcome of a cell whose check failed in the suite's own code: `error`, fingerprinted at its site."""
+    root = exc
+    while root.__cause__ is not None:
+        root = root.__cause__
+    return Outcome("error", f"{HARNESS_ERROR}: {one_line(root, location=suite_location(exc))}", dict(metrics or {}),
+                   traceback.format_exc(),
+                   Fingerprint("harness_error", where=suite_site(exc), error=type(root).__name__))
 
 
 def run_check(check_id: str, case) -> Outcome:
@@ -82,10 +104,16 @@ def run_check(check_id: str, case) -> Outcome:
         outcome = Outcome("error", f"the check could not be set up for this model: {exc}", {},
                           traceback.format_exc())
     except ContractViolation as exc:
-        fingerprint = exc.fingerprint or fingerprints.of_reason(exc.reason, exc.__cause__)
-        outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc(), fingerprint)
-    except Exception as exc:  # the model failed under the check
-        outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc(), fingerprints.of_exception(exc))
+        if exc.__cause__ is not None and raised_in_suite(exc.__cause__):
+            outcome = harness_error(exc.__cause__, exc.metrics)
+        else:
+            fingerprint = exc.fingerprint or fingerprints.of_reason(exc.reason, exc.__cause__)
+            outcome = Outcome("fail", exc.reason, exc.metrics, traceback.format_exc(), fingerprint)
+    except Exception as exc:
+        if raised_in_suite(exc):
+            outcome = harness_error(exc, metrics)
+        else:  # the model failed under the check
+            outcome = Outcome("fail", one_line(exc), metrics, traceback.format_exc(), fingerprints.of_exception(exc))
     finally:
         # Compiled artifacts must not leak into the next cell; the plugin
         # collects garbage when it moves on to the next model.

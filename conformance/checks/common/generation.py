@@ -13,7 +13,9 @@ Contracts:
   (ids -> embeddings), `DecoderPart` (the decoder and its logits head over
   ``inputs_embeds`` and a StaticCache: a fresh cache for the prefill, which
   returns the cache tensors, or given cache tensors updated in place for a
-  step); `export_part` exports one, naming it when the exporter fails.
+  step; NotApplicable, raised by `carried_only`, when the cache holds layers
+  that are not key/value layers, such as linear attention's recurrent
+  state); `export_part` exports one, naming it when the exporter fails.
 * `ExportedGeneration(model, inputs)` exports the parts for one prompt and
   decodes greedily from them (`generate`, which returns the tokens and
   every step's logits): placeholder merge with a ``masked_scatter`` and the
@@ -54,7 +56,7 @@ def single_prompt(inputs: dict[str, Any], row: int = 1) -> dict[str, Any]:
     positions whose attention mask is 0.
     """
     ids = inputs["input_ids"]
-    batch, length = ids.shape
+    batch, length = ids.shape[:2]  # (batch, length) or, for multi-stream audio codes, (batch, length, streams)
     keep = inputs["attention_mask"][row].bool() if "attention_mask" in inputs else torch.ones(length, dtype=torch.bool)
     grids = {k: v for k, v in inputs.items() if k.endswith("_grid_thw") and isinstance(v, torch.Tensor)}
     out = {}
@@ -92,6 +94,8 @@ def generation_owner(model: torch.nn.Module) -> torch.nn.Module:
     """
     from transformers.generation.utils import GenerationMixin
 
+    if not hasattr(model, "generate"):
+        raise NotApplicable(f"{type(model).__name__} has no generate(): nothing to decode token by token")
     overrides = type(model).generate is not GenerationMixin.generate
     language_model = getattr(model, "language_model", None)
     if overrides and language_model is not None and hasattr(language_model, "generate") and hasattr(
@@ -173,6 +177,7 @@ class DecoderPart(torch.nn.Module):
 
     def forward(self, inputs_embeds, cache_tensors: list[torch.Tensor] | None = None, **text):
         cache = self.new_cache()
+        carried_only(cache)
         layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
         if cache_tensors is not None:
             for layer, (keys, values, length) in zip(layers, _triples(cache_tensors)):
@@ -192,6 +197,18 @@ class DecoderPart(torch.nn.Module):
             return logits
         state = [t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)]
         return (logits, *state)
+
+
+def carried_only(cache) -> None:
+    """NotApplicable when `cache` holds layers these parts cannot carry between exported calls: the parts pass
+    each layer's keys, values and length as tensors, and a layer without them (linear attention's recurrent
+    state, kept with Python-side bookkeeping such as `has_previous_state`) has state they would drop."""
+    others = sorted({type(layer).__name__ for layer in getattr(cache, "layers", [])
+                     if not (hasattr(layer, "keys") and hasattr(layer, "values"))})
+    if others:
+        raise NotApplicable(f"the decoder's static cache holds {', '.join(others)} layers (a recurrent state, not "
+                            "keys and values), which these generation parts do not carry between exported calls: "
+                            "not split by this check")
 
 
 @functools.lru_cache(maxsize=1)
@@ -219,6 +236,8 @@ def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: di
     try:
         with torch.no_grad():
             return torch.export.export(module, args, kwargs or {}, strict=False)
+    except NotApplicable:  # the part said so while traced (`carried_only`)
+        raise
     except Exception as exc:
         fingerprint = Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__,
                                   what=f"export of part {name}")
@@ -260,6 +279,10 @@ class ExportedGeneration:
         self.inputs = inputs
         self.new_tokens = new_tokens
         ids = inputs["input_ids"]
+        if ids.dim() != 2:
+            raise NotApplicable(f"multi-stream prompt: input_ids of shape {tuple(ids.shape)} (batch, length, "
+                                "streams), whose other streams each step must be fed from outside the model (an "
+                                "audio frame's codes); the greedy loop of these parts feeds one generated token")
         token = placeholder_id(model.config)
         self.placeholders = (ids == token) if token is not None else torch.zeros_like(ids, dtype=torch.bool)
         self.media = {k: v for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)}

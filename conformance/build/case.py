@@ -17,7 +17,9 @@ Contracts:
   first use and kept (only the checks that ask for them make them).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->
   sample -> a checked Case. It raises when the tiny model or its inputs
-  cannot be made, including when the eager prefill over the sample fails:
+  cannot be made, including when the eager prefill over the sample fails
+  (`MissingDependency` when it needs a package that is not installed: its
+  cells are not run):
   inputs the model rejects are a gap of this suite (`error`), not a finding
   about the model. Two kinds of rows are decided here without a case
   (`conformance.build.model_failure.RowVerdict`): `ModelFailure` when the
@@ -45,7 +47,14 @@ from typing import Any
 import torch
 
 from conformance import tolerances
-from conformance.build.model_failure import ModelFailure, NotStandalone, construction_failure, forward_failure
+from conformance.build.model_failure import (
+    MissingDependency,
+    ModelFailure,
+    NotStandalone,
+    construction_failure,
+    forward_failure,
+    missing_dependency,
+)
 from conformance.build.samples import Sample, make_sample
 from conformance.build.tiny import TinyModel, new_model, tiny_config
 from conformance.build.variants import Variants, make_variants
@@ -99,6 +108,9 @@ def build_case(info: ModelInfo, device, dtype, backend: str) -> Case:
         with torch.no_grad():
             model = new_model(tiny)
     except Exception as exc:
+        missing = missing_dependency(exc)
+        if missing:
+            raise MissingDependency(missing) from exc
         finding = construction_failure(info, exc)
         if info.not_standalone:
             build = ("fail", finding) if finding else ("error", f"{BUILD_FAILED}: {one_line(exc)}")

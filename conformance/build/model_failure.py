@@ -29,6 +29,11 @@ The sample was produced by a strategy that cross-checks it against the model
 (placeholder counts from the model's own encoders), see
 `conformance.build.samples`.
 
+A missing optional dependency that transformers names (``X requires the
+timm library but it was not found``: `missing_dependency`) is neither: the
+class cannot be run here, so its cells are not run (⬜, with the install
+line), as an optional column whose extra is missing (`MissingDependency`).
+
 `RowVerdict` is what the build stage raises to decide a whole row without a
 case: `ModelFailure` (every cell ``fail``) and `NotStandalone` (every cell
 ``skip``, see `conformance.discover.not_standalone`; its ``build`` cell says
@@ -38,6 +43,7 @@ whether the class can be built at all). The run (`conformance.run.cells`) and
 
 from __future__ import annotations
 
+import re
 from types import TracebackType
 
 from conformance.fingerprints import Fingerprint, of_exception
@@ -45,6 +51,25 @@ from conformance.reasons import one_line
 
 CODE_ERRORS = (AttributeError, NameError)  # NameError covers UnboundLocalError
 ENVIRONMENT_ERRORS = (ImportError,)
+REQUIRES = re.compile(r"(\w+) requires the (\S+) library but it was not found")
+INSTALL = re.compile(r"`(pip install [^`]+)`")
+
+
+class MissingDependency(Exception):
+    """The class needs a package that is not installed: its cells are not run; the message says what and how."""
+
+
+def missing_dependency(exc: BaseException) -> str:
+    """``needs timm (TimmWrapperModel), not installed: pip install timm`` when `exc` (or what caused it) is
+    transformers' own missing-backend ImportError, else ""."""
+    while exc is not None:
+        found = REQUIRES.search(str(exc)) if isinstance(exc, ImportError) else None
+        if found:
+            install = INSTALL.search(str(exc))
+            how = install.group(1) if install else f"pip install {found.group(2)}"
+            return f"needs {found.group(2)} ({found.group(1)}), not installed: {how}"
+        exc = exc.__cause__ or exc.__context__
+    return ""
 MODELS_DIR = "/transformers/models/"
 PACKAGE_DIR = "/transformers/"
 

@@ -49,6 +49,10 @@ class FakeCases:
             raise RuntimeError("no tiny config for this fake")
         if name.startswith("BuildAborts"):
             os.abort()
+        if name.startswith("NeedsPackage"):
+            from conformance.build.model_failure import MissingDependency
+
+            raise MissingDependency("needs fakepkg (FakeTower), not installed: pip install fakepkg")
         if name.startswith("ModelBug"):
             from conformance.build.model_failure import ModelFailure
 
@@ -134,5 +138,7 @@ def test_compile_prefill(model_case, extra, request):
 '''
 
 
-def conftest() -> str:
-    return _SOURCE.format(names=sorted(FAKE_CLASSES)) + _CHECKS
+def conftest(names=None) -> str:
+    """The conftest of a pytester run over `names` (default: every class of `FAKE_CLASSES`); a name starting
+    with ``NeedsPackage`` needs a package that is not installed (its cells are not run)."""
+    return _SOURCE.format(names=sorted(names or FAKE_CLASSES)) + _CHECKS

@@ -158,7 +158,18 @@ def summary_section(envelope: dict) -> list[str]:
         by_reason.setdefault(why, []).append(f"`{check_id}`")
     if by_reason:
         lines += [""] + [f"Not run: {', '.join(ids)}: {code(why)}." for why, ids in by_reason.items()]
+    classes: dict[str, list[str]] = {}
+    for model, why in not_run_classes(envelope).items():
+        classes.setdefault(why, []).append(f"`{model}`")
+    if classes:
+        lines += [""] + [f"Classes not run (every cell ⬜): {', '.join(names)}: {code(why)}."
+                         for why, names in classes.items()]
     return lines
+
+
+def not_run_classes(envelope: dict) -> dict[str, str]:
+    """Class -> why none of its cells ran (a package it needs is not installed: the row's `not_run`)."""
+    return {m: row["not_run"] for m, row in envelope["models"].items() if row.get("not_run") and not row["cells"]}
 
 
 def matrix_section(envelope: dict, names: list[str]) -> list[str]:

@@ -14,7 +14,8 @@ Contracts:
   cell's `error` (a build past the time limit its `timeout`); a row the
   build stage decided (`RowVerdict`: the model's own code fails, or the
   class is not a standalone model) is the cell's `fail` or `skip` with the
-  reason.
+  reason; a class that needs a package not installed here has no cell (not
+  run: the envelope's row says why).
 * `run_cell(check_id, case, request)` runs the check, applies the
   expectations and ends the test with the gated verdict (`finish`).
 * `check_of(item)`, `cell_of(item)`, `model_of(item)`: the one reader of
@@ -28,13 +29,13 @@ import gc
 import pytest
 
 from conformance.build.case import BUILD_FAILED, Case
-from conformance.build.model_failure import RowVerdict
+from conformance.build.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome, run_check
 from conformance.checks.common.registry import load_all
 from conformance.run import isolation
 from conformance.run.session import BuildError, BuildTimedOut, session_of
 
-CELL_KEY = pytest.StashKey[dict]()
+CELL_KEY = pytest.StashKey[dict]()  # the cell's record; {} for a cell that is not run (no record, by design)
 DEADLINE_KEY = pytest.StashKey[object]()
 
 
@@ -110,6 +111,10 @@ def model_case(request, model_name) -> Case:
         outcome = Outcome("error", f"{BUILD_FAILED}: {exc}", fingerprint=exc.fingerprint)
     except RowVerdict as exc:
         outcome = Outcome(*exc.cell(check_id), fingerprint=exc.fingerprint(check_id))
+    except MissingDependency as exc:  # not run here: no cell, the row says why
+        session.record_not_run(model_name, str(exc))
+        request.node.stash[CELL_KEY] = {}
+        pytest.skip(f"not run: {exc}")
     finish(request.node, model_name, check_id, outcome, session)
 
 

@@ -9,7 +9,9 @@ one in --checks is a UsageError instead) and, without --checks, the opt-in
 columns (`registry.opt_in_reason`); `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
 model or its inputs cannot be made, the build stage's `RowVerdict` when it
-decided the whole row (a model failure, a class that is not standalone), and
+decided the whole row (a model failure, a class that is not standalone),
+`MissingDependency` when the class needs a package not installed here (its
+cells are not run: `record_not_run`, a row with the reason and no cells), and
 failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
 process's part file; `write_envelope()` merges every part file into the
 envelope at ``--matrix-out``. `session_of(config)` is the run's Session.
@@ -25,7 +27,7 @@ import pytest
 
 from conformance import locations
 from conformance.build.case import Case, TransformersCases
-from conformance.build.model_failure import RowVerdict
+from conformance.build.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome
 from conformance.checks.common.registry import check_ids, describe, opt_in_reason, unavailable
 from conformance.fingerprints import Fingerprint, mask, of_exception
@@ -88,6 +90,7 @@ class Session:
         self._selected: list[str] | None = None
         self._estimates: dict[str, float] | None = None
         self._built: tuple[str, object] | None = None
+        self._not_run_recorded: set[str] = set()
         self.building: str | None = None  # the class being built right now (read by the watchdog)
         self.note_active = False  # a cell of this process is running and has a note
         self._dump_file = None
@@ -180,7 +183,7 @@ class Session:
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
                                                    "(in the first cell of this class)"))
                 raise
-            except (BuildError, RowVerdict) as exc:  # a RowVerdict decides the row: kept like a build error
+            except (BuildError, RowVerdict, MissingDependency) as exc:  # decided for the row: kept for its cells
                 value = exc
             except Exception as exc:
                 found = of_exception(exc)
@@ -239,22 +242,32 @@ class Session:
         io.append_record(self.part_file, record)
         return record
 
+    def record_not_run(self, model: str, why: str) -> None:
+        """Record once per process that class `model` is not run here (a missing dependency) and why."""
+        if model not in self._not_run_recorded:
+            self._not_run_recorded.add(model)
+            io.append_record(self.part_file, {"model": model, "not_run": why})
+
     def write_envelope(self) -> dict | None:
         """Merge every part file into the envelope at --matrix-out.
 
         None when no cell finished, except with --shard: an empty shard still
         writes its (empty) envelope, so that merging the shards never misses a file.
         """
-        records = [r for r in io.read_records(self.parts.part_files()) if {"model", "check", "verdict"} <= set(r)]
-        if not records and not self.config.getoption("shard"):
+        everything = list(io.read_records(self.parts.part_files()))
+        records = [r for r in everything if {"model", "check", "verdict"} <= set(r)]
+        not_run_classes = {r["model"]: r["not_run"] for r in everything if set(r) == {"model", "not_run"}}
+        if not records and not not_run_classes and not self.config.getoption("shard"):
             return None
-        models = sorted({r["model"] for r in records})
+        models = sorted({r["model"] for r in records} | set(not_run_classes))
         # The columns: those with cells, and those this run would have had but could not run (said so, not hidden).
         checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)]
         env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
         env["expectations"] = self.expectations_applied()
-        envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks),
-                                         not_run=self.not_run)
+        rows = self.source.rows(models)
+        for model, why in not_run_classes.items():  # a row without cells, saying why (⬜ in every column)
+            rows[model] = {**rows.get(model, {}), "not_run": why}
+        envelope = report.build_envelope(records, env, checks, rows, describe(checks), not_run=self.not_run)
         io.write_json_atomic(self.matrix_out, envelope)
         return envelope

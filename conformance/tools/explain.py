@@ -89,7 +89,7 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     import torch
 
     from conformance.build.case import BUILD_FAILED, build_case
-    from conformance.build.model_failure import RowVerdict
+    from conformance.build.model_failure import MissingDependency, RowVerdict
     from conformance.checks.common.outcome import Outcome, run_check
     from conformance.gate.ratchet import judge
     from conformance.reasons import one_line
@@ -105,6 +105,9 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     say(f"== {info.name} / {check_id} on {device}, {dtype}, backend {backend}")
     try:
         case = build_case(info, device, dtype, backend)
+    except MissingDependency as exc:  # as the run: no cell
+        say(f"not run: {exc}")
+        return 0
     except RowVerdict as exc:  # decided by the build stage: the model's own failure, or not a standalone model
         outcome = Outcome(*exc.cell(check_id), traceback=traceback.format_exc(),
                           fingerprint=exc.fingerprint(check_id))

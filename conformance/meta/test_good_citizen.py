@@ -193,6 +193,47 @@ def test_only_the_suite_is_the_suite(path, package, targets):
     assert plugin.targets_path(Path(path), Path(package)) is targets
 
 
+@pytest.mark.parametrize("paths, package, fenced", [
+    ([INSTALLED], INSTALLED, True),  # pytest --pyargs conformance
+    ([f"{INSTALLED}/meta/test_plugin.py"], INSTALLED, True),
+    ([INSTALLED, "/proj/tests"], INSTALLED, False),  # the host's tests too: its conftest.py files apply
+    ([], INSTALLED, False),
+    (["/src/vlm-conformance/conformance"], "/src/vlm-conformance/conformance", False),  # a checkout: its conftest.py
+])
+def test_a_run_of_the_installed_package_alone_is_fenced_off_the_host(paths, package, fenced):
+    assert plugin.fences([Path(p) for p in paths], Path(package)) is fenced
+
+
+def test_the_short_options_values_are_not_paths():
+    args = ["--pyargs", "conformance", "--models", "Llava*", "--changed-files", "a.py", "b.py", "-k", "x",
+            "--device=cpu", "--matrix-out", "m.json", "tests"]
+    assert plugin._short_option_values(args) == ["Llava*", "a.py", "b.py", "m.json"]
+
+
+def test_the_suite_installed_in_a_host_projects_venv(pytester, subprocess_env, monkeypatch):
+    """The package copied into the host project's own .venv (as `pip install` there puts it; that project's
+    conftest.py declares --device): the host's run is its own, and `pytest --pyargs conformance --device cpu`
+    run from the project is the suite's, without the host's conftest.py."""
+    import shutil
+
+    site = pytester.path / ".venv" / "lib" / "python3.11" / "site-packages"
+    shutil.copytree(ROOT / "conformance", site / "conformance", ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    pytester.makeconftest(HOST_CONFTEST)
+    pytester.makepyfile(test_host=HOST_TESTS)
+    host, seen = host_run(pytester, "-p", PLUGIN, "--device", "cuda:7")
+    host.assert_outcomes(passed=1, errors=1)
+    assert seen["conformance"] and seen["device"] == "cuda:7"
+    assert [name for name in SUITE_VARIABLES if name in seen["environ"]] == []
+    assert not (pytester.path / "reports").exists()
+    suite = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", PLUGIN, "--pyargs", "conformance", "--co",
+                                          "-q", "-k", "test_matrix", "--models", "LlavaForConditionalGeneration",
+                                          "--device", "cpu", "--matrix-out", str(pytester.path / "m.json"),
+                                          timeout=180)
+    assert suite.ret == pytest.ExitCode.OK, suite.stdout.str() + suite.stderr.str()
+    assert "conformance/test_matrix.py::test_build[LlavaForConditionalGeneration]" in suite.stdout.str()
+
+
 def test_every_option_has_a_prefixed_name_and_a_short_one():
     names = [name for name, _ in options.OPTIONS]
     assert len(set(map(options.dest, names))) == len(names)

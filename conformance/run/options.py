@@ -1,6 +1,10 @@
 """Options of a run: declared here, checked before anything runs (each bad one a `UsageError` of one line).
 
-Contract: `add_options(parser)` declares the run's command-line options.
+Contract: `add_options(parser)` declares the run's command-line options as
+`--conformance-<name>` (any pytest run); `add_short_names(parser)` adds the
+short names (`--device`, ...) that no other option of the run has taken (the
+suite's own runs); `use_short_dests(config)` makes each value readable as
+`config.getoption("<name>")`.
 Every other function either returns the resolved value or raises
 `UsageError` naming the option (or file), what is wrong and the fix.
 `select_models(config, source)` is the sorted class names selected by
@@ -11,6 +15,8 @@ installed without its data (model fixtures, expectations).
 
 from __future__ import annotations
 
+import argparse
+import weakref
 from pathlib import Path
 
 import pytest
@@ -25,22 +31,89 @@ class UsageError(pytest.UsageError):
     pass
 
 
+# The run's options: (name, argparse attributes). Each is `--conformance-<name>` (stored in `conformance_<name>`) in
+# every pytest run of the environment: a prefix no host project uses. Its short name `--<name>` (what the docs
+# write) exists only in the suite's own runs, and only where no other plugin or conftest.py took it.
+OPTIONS = (
+    ("device", dict(default="auto", help="cpu, cuda, cuda:N or auto (cuda when present)")),
+    ("dtype", dict(default="float32", choices=["float32", "bfloat16", "float16"])),
+    ("backend", dict(default="eager", help="dynamo backend: eager, aot_eager, inductor")),
+    ("models", dict(default="", help="comma-separated class names or globs (default: all)")),
+    ("checks", dict(default="", help="comma-separated check ids (default: all)")),
+    ("matrix-out", dict(default=str(DEFAULT_OUT), help="where the JSON envelope is written")),
+    ("expectations", dict(default="", help="expectations TOML (default: fixtures/expectations/<major.minor>.toml)")),
+    ("shard", dict(default="", help="i/N: run the i-th of N shares of the classes, balanced by the published seconds")),
+    ("changed-files", dict(nargs="+", default=[], help="run only classes impacted by these transformers files")),
+    ("since", dict(default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")),
+    ("transformers-repo", dict(default="", help="a transformers checkout, for --since")),
+    ("cell-timeout", dict(type=float, default=300.0, help="seconds before a cell becomes `timeout`")),
+    ("cell-timeout-grace", dict(
+        type=float, default=DEFAULT_GRACE,
+        help="seconds after --cell-timeout before a cell that ignores it ends its worker process")),
+)
+GROUP = "conformance"
+GROUP_HELP = ("vlm-conformance (each option also as its short name, e.g. --device, in the suite's own runs "
+              "where no other plugin or conftest.py has taken it)")
+_SHORT_ADDED: "weakref.WeakSet" = weakref.WeakSet()  # the parsers that got the short names
+
+
+def dest(name: str) -> str:
+    """Where `--conformance-<name>` (and its short name) store the value."""
+    return "conformance_" + name.replace("-", "_")
+
+
+def short_dest(name: str) -> str:
+    """The name the suite's code reads (`config.getoption("device")`), set by `use_short_dests`."""
+    return name.replace("-", "_")
+
+
 def add_options(parser) -> None:
-    group = parser.getgroup("conformance")
-    group.addoption("--device", default="auto", help="cpu, cuda, cuda:N or auto (cuda when present)")
-    group.addoption("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    group.addoption("--backend", default="eager", help="dynamo backend: eager, aot_eager, inductor")
-    group.addoption("--models", default="", help="comma-separated class names or globs (default: all)")
-    group.addoption("--checks", default="", help="comma-separated check ids (default: all)")
-    group.addoption("--matrix-out", default=str(DEFAULT_OUT), help="where the JSON envelope is written")
-    group.addoption("--expectations", default="", help="expectations TOML (default: fixtures/expectations/<major.minor>.toml)")
-    group.addoption("--shard", default="", help="i/N: run the i-th of N shares of the classes, balanced by the published seconds")
-    group.addoption("--changed-files", nargs="+", default=[], help="run only classes impacted by these transformers files")
-    group.addoption("--since", default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")
-    group.addoption("--transformers-repo", default="", help="a transformers checkout, for --since")
-    group.addoption("--cell-timeout", type=float, default=300.0, help="seconds before a cell becomes `timeout`")
-    group.addoption("--cell-timeout-grace", type=float, default=DEFAULT_GRACE,
-                    help="seconds after --cell-timeout before a cell that ignores it ends its worker process")
+    """Declare `--conformance-<name>` for every option: safe in any pytest run (nobody else uses the prefix)."""
+    group = parser.getgroup(GROUP, GROUP_HELP)
+    for name, attrs in OPTIONS:
+        metavar = {} if "choices" in attrs else {"metavar": short_dest(name).upper()}
+        group.addoption(f"--conformance-{name}", dest=dest(name), **metavar, **attrs)
+
+
+def add_short_names(parser) -> list[str]:
+    """Declare `--<name>` as another spelling of `--conformance-<name>`, for each name no option of this run has
+    taken (a host's conftest.py or plugin may own `--device`); returns the names added. Call it once the
+    conftest.py files that precede the command line's parsing have declared theirs; a second call does nothing."""
+    if parser in _SHORT_ADDED:
+        return []
+    _SHORT_ADDED.add(parser)
+    taken = _taken_names(parser)
+    group = parser.getgroup(GROUP, GROUP_HELP)
+    added = []
+    for name, attrs in OPTIONS:
+        if f"--{name}" in taken:
+            continue
+        try:
+            group.addoption(f"--{name}", dest=dest(name), **{**attrs, "help": argparse.SUPPRESS})
+        except (ValueError, argparse.ArgumentError):  # taken in a way _taken_names did not see
+            continue
+        added.append(name)
+    return added
+
+
+def _taken_names(parser) -> set[str]:
+    """The option strings declared so far in `parser` (pytest's own conflict check reads the same groups)."""
+    groups = [getattr(parser, "_anonymous", None), *getattr(parser, "_groups", [])]
+    return {flag for group in groups if group is not None for option in group.options for flag in option.names()}
+
+
+def use_short_dests(config) -> None:
+    """In the suite's own run: copy each `conformance_<name>` value to `<name>`, where the suite's code reads it.
+
+    A `<name>` that another option of this run already stores a different value in (a host conftest.py's
+    `--device`) is a UsageError: the suite would read the host's value."""
+    for name, _ in OPTIONS:
+        value, short = getattr(config.option, dest(name)), short_dest(name)
+        if hasattr(config.option, short) and getattr(config.option, short) != value:
+            raise UsageError(f"--conformance-{name}: another plugin or conftest.py of this run stores its own option "
+                             f"in {short!r}, where the suite reads this one; run the suite where that conftest.py is "
+                             "not loaded (e.g. `cd /tmp && pytest --pyargs conformance`)")
+        setattr(config.option, short, value)
 
 
 def check_data() -> None:

@@ -3,9 +3,21 @@
 Contract:
 
 * The plugin is active when the run targets the suite: a path argument (or
-  ``--pyargs`` module) inside or above the `conformance` package, or a
-  conftest that supplies a case source (`pytest_conformance_case_source`).
-  In any other pytest run of the same environment it only adds its options.
+  ``--pyargs`` module) inside the `conformance` package, or above it where
+  the package is a checkout (not in site-packages: a host project's own
+  venv is not the suite), or a conftest that supplies a case source
+  (`pytest_conformance_case_source`).
+* A run of nothing but an installed package (`pytest --pyargs conformance`
+  of a wheel, no --confcutdir given) loads no conftest.py from outside the
+  package: those of a host project around the venv, or of the folder the
+  run starts in, are not the suite's (and would take its option names).
+* Active, it sets the suite's environment defaults (`conformance.hermetic`:
+  offline hub, one math thread per xdist worker), loads `pytester` (the
+  meta tests use it) and gives every option its short name (`--device`)
+  where no other plugin or conftest.py of the run took it (`options`).
+  In any other pytest run of the same environment it only declares its
+  `--conformance-*` options: no environment variable, option name or
+  fixture of that run changes.
 * Every registered check gets a test function, parametrized over the
   selected classes of the run's case source (`cells`; ids = class names),
   grouped per class so that with ``-n N --dist loadgroup`` one worker builds
@@ -44,12 +56,14 @@ import importlib.util
 import os
 from pathlib import Path
 
+import pytest
+
+import conformance
 from conformance.run import options
 from conformance.run.hooks import CaseSourceHooks
 
-pytest_plugins = ["pytester"]  # the harness's own tests (conformance/meta) use it
-
 MAX_WORKER_RESTARTS = 100
+PACKAGE = Path(conformance.__file__).resolve().parent
 
 
 def pytest_addhooks(pluginmanager):
@@ -60,11 +74,27 @@ def pytest_addoption(parser):
     options.add_options(parser)
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """Once the conftest.py files that precede parsing have declared their options: the suite's own run gets
+    the short option names nobody took (then `pytest ... --device cpu` parses), its environment and pytester.
+    Before them: a run of an installed package alone loads no conftest.py from outside it (`_fence`)."""
+    if not any(arg == "--confcutdir" or arg.startswith("--confcutdir=") for arg in args) and _fence(early_config, args):
+        early_config.known_args_namespace.confcutdir = str(PACKAGE)
+    result = yield
+    if targets_the_suite(early_config, args):
+        _activate(early_config)
+        options.add_short_names(parser)
+    return result
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
     config.addinivalue_line("markers", "meta: fast tests of the harness itself")
     if not targets_the_suite(config):
         return
+    _activate(config)
+    options.use_short_dests(config)
     from conformance.run import cells, guard, lifecycle, scheduling
     from conformance.run.session import SESSION_KEY, Session
 
@@ -84,22 +114,91 @@ def pytest_configure(config):
         config.pluginmanager.register(hooks, name)
 
 
-def targets_the_suite(config) -> bool:
-    """Whether this pytest run runs the suite (see the module's contract)."""
+def targets_the_suite(config, early_args: list[str] | None = None) -> bool:
+    """Whether this pytest run runs the suite (see the module's contract); with `early_args` (the command
+    line), decided before pytest has parsed it into `config.args` (see `_early_args`)."""
     if config.pluginmanager.hook.pytest_conformance_case_source.get_hookimpls():
         return True
-    package = Path(__file__).resolve().parents[1]
-    base = Path(config.invocation_params.dir)
-    for arg in config.args:
+    return any(targets_path(path) for path in _target_paths(config, early_args))
+
+
+def _fence(config, args: list[str]) -> bool:
+    """Whether the run collects nothing but an installed package (`fences`), decided from the command line."""
+    return fences(_target_paths(config, args))
+
+
+def fences(paths: list[Path], package: Path = PACKAGE) -> bool:
+    """Whether a run of `paths` is a run of nothing but an installed `package` (`pytest --pyargs conformance` of
+    a wheel): then the conftest.py files on the way to it (a host project whose .venv holds the package, the
+    folder the run starts in) are not the suite's, and pytest would load them (late ones would take its options)."""
+    return _installed(package) and bool(paths) and all(p == package or package in p.parents for p in paths)
+
+
+def _target_paths(config, early_args: list[str] | None) -> list[Path]:
+    if early_args is None:
+        args, pyargs = config.args, config.option.pyargs
+    else:
+        args, pyargs = _early_args(config, early_args)
+    base, paths = Path(config.invocation_params.dir), []
+    for arg in args:
         target = arg.split("::")[0]
-        if config.option.pyargs:
+        if pyargs and target.split(".")[0] == PACKAGE.name:  # a module of another package is not the suite's
             found = _module_path(target)
             if found is not None:
                 target = str(found)
-        path = (base / target).resolve()
-        if path == package or package in path.parents or path in package.parents:
-            return True
-    return False
+        paths.append((base / target).resolve())
+    return paths
+
+
+def _installed(package: Path) -> bool:
+    return any(part in ("site-packages", "dist-packages") for part in package.parts)
+
+
+def targets_path(path: Path, package: Path = PACKAGE) -> bool:
+    """Whether collecting `path` collects the suite: the package or a part of it, or a folder above a checkout
+    of it (an installed package is never collected from above: pytest skips virtual environments)."""
+    if path == package or package in path.parents:
+        return True
+    return not _installed(package) and path in package.parents
+
+
+def _early_args(config, args: list[str]) -> tuple[list[str], bool]:
+    """The run's paths and --pyargs before pytest decides `config.args`: the command line's paths, else
+    testpaths (run from the rootdir), else the invocation folder, as pytest decides them."""
+    known = config.known_args_namespace
+    pyargs = bool(getattr(known, "pyargs", False))
+    given = list(getattr(known, "file_or_dir", None) or [])
+    for value in _short_option_values(args):
+        if value in given:
+            given.remove(value)
+    if given:
+        return given, pyargs
+    base = Path(config.invocation_params.dir)
+    testpaths = list(config.getini("testpaths")) if base == config.rootpath else []
+    return testpaths or [str(base)], pyargs
+
+
+def _short_option_values(args: list[str]) -> list[str]:
+    """The values given to the suite's short options in `args` (`--models X`): not yet declared when pytest
+    first parses the command line, they are not options to it, and it takes their values for paths."""
+    nargs = {f"--{name}": attrs.get("nargs") for name, attrs in options.OPTIONS}
+    values, i = [], 0
+    while i < len(args):
+        flag, i = args[i], i + 1
+        if flag not in nargs:
+            continue
+        while i < len(args) and not args[i].startswith("-"):
+            values.append(args[i])
+            i += 1
+            if nargs[flag] != "+":
+                break
+    return values
+
+
+def _activate(config) -> None:
+    """The suite's own run: its environment defaults and the meta tests' pytester (each step idempotent)."""
+    conformance.hermetic()
+    config.pluginmanager.import_plugin("pytester")
 
 
 def _module_path(name: str) -> Path | None:

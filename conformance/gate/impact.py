@@ -28,6 +28,19 @@ Contract:
   reports in the checkout `repo` (default: the checkout of an editable
   install of transformers); a missing repo or bad ref raises
   `ImpactError` with one line that says what to fix.
+* `resolve_changed(paths, root, checkout)` turns every path a person named
+  into a file of the transformers being gated (`ChangedFile`), or raises
+  `ImpactError` with one line naming the path and the accepted forms: a
+  file of the package at `root` as ``src/transformers/PATH``,
+  ``transformers/PATH`` or ``PATH`` relative to the package (the package
+  wins where ``PATH`` also names a file of the checkout: more classes, never
+  fewer), an absolute path inside the package or the checkout, or a file
+  of the checkout outside the package (``docs/...``, ``tests/...``: it
+  affects no class). A path that names no file (a wrong prefix, a typo, a
+  directory) is never read as "affects nothing". `resolve_diffed(paths,
+  checkout)` does the same for the paths git reported: repo-relative by
+  construction (a file the diff removes included), in a checkout that must
+  hold ``src/transformers``.
 
 The graph is built lazily (only files reachable from a discovered class are
 parsed), cached per process, and only when a changed file needs it (not for
@@ -40,6 +53,7 @@ from __future__ import annotations
 import functools
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
 from conformance.gate.code_graph import WHOLE_FILE, SymbolGraph, touched_definitions
@@ -106,6 +120,126 @@ def normalize(path: str) -> str | None:
     if parts[:1] != ("transformers",) or len(parts) < 2:
         return None
     return "/".join(parts[1:])
+
+
+# How a person may name a changed file of the package (the error of a path that names none says so).
+ACCEPTED_FORMS = "src/transformers/PATH, transformers/PATH or PATH relative to the installed package"
+
+
+@dataclass(frozen=True)
+class ChangedFile:
+    """A changed file of the transformers being gated.
+
+    `path` is the file as in a transformers checkout (posix): ``src/transformers/<rel>`` for a file of the
+    package, else relative to the checkout (``docs/source/en/index.md``); `rel` is the path relative to the
+    package, None for a file of the checkout outside it (it affects no class). `impacted_classes` and
+    `normalize` read `path`.
+    """
+
+    path: str
+    rel: str | None
+
+
+def _parts(path: str) -> tuple[str, ...]:
+    return tuple(p for p in PurePosixPath(path.replace("\\", "/")).parts if p not in ("", "."))
+
+
+def checkout_of(repo: str | Path | None) -> Path | None:
+    """The transformers checkout `repo` names (``--transformers-repo``), else that of an editable install (None
+    when there is none: a release installed from a wheel)."""
+    if repo:
+        return Path(repo).expanduser()
+    found = _installed_checkout()
+    return found if found is not None and (found / "src" / "transformers").is_dir() else None
+
+
+def require_checkout(checkout: Path) -> Path:
+    """`checkout` when it is a directory holding ``src/transformers``, else ImpactError (one line)."""
+    if not checkout.is_dir():
+        raise ImpactError(f"--transformers-repo {checkout}: no such directory; pass a transformers git checkout")
+    if not (checkout / "src" / "transformers").is_dir():
+        raise ImpactError(f"--transformers-repo {checkout}: not a transformers checkout (no src/transformers in it); "
+                          "pass the checkout of the transformers being gated")
+    return checkout
+
+
+def resolve_changed(paths: list[str], root: Path, checkout: Path | None) -> list[ChangedFile]:
+    """Each of `paths` as a file of the transformers at `root` (or of its `checkout`); see the module's contract.
+
+    Raises ImpactError (one line naming the path, the accepted forms and, where it can tell, the path meant)
+    for a path that names no file; `checkout` must hold ``src/transformers``.
+    """
+    if checkout is not None:
+        require_checkout(checkout)
+    return [_resolve(path, root, checkout) for path in paths]
+
+
+def _resolve(path: str, root: Path, checkout: Path | None) -> ChangedFile:
+    parts = _parts(path)
+    if PurePosixPath(path.replace("\\", "/")).is_absolute():
+        parts = _relative_parts(Path(path), root, checkout) or parts
+    if parts[:2] == ("src", "transformers"):
+        package_parts = [parts[2:]]
+    elif parts[:1] == ("transformers",):
+        package_parts = [parts[1:]]
+    else:
+        package_parts = [parts]  # relative to the package: models/llava/modeling_llava.py
+    bases = [root] + ([checkout / "src" / "transformers"] if checkout is not None else [])
+    for rel in filter(None, package_parts):
+        for base in bases:
+            if (base / Path(*rel)).is_file():
+                return ChangedFile("/".join(("src", "transformers") + rel), "/".join(rel))
+    if checkout is not None and parts and (checkout / Path(*parts)).is_file():
+        return ChangedFile("/".join(parts), None)  # docs/..., tests/...: a file of the checkout, outside the package
+    candidates = [base / Path(*rel) for rel in package_parts if rel for base in bases]
+    candidates += [checkout / Path(*parts)] if checkout is not None and parts else []
+    if any(c.is_dir() for c in candidates):
+        raise ImpactError(f"--changed-files {path}: is a directory; name the changed files in it "
+                          "(or use --since REF, which lists them)")
+    import transformers
+
+    where = f"transformers {transformers.__version__} ({root}"
+    where += f", checkout {checkout})" if checkout is not None else ")"
+    meant = _meant(parts, root)
+    hint = (f"; did you mean transformers/{meant}?" if meant else
+            "" if checkout is not None else
+            "; a file outside the package (docs/, tests/) needs --transformers-repo CHECKOUT")
+    raise ImpactError(f"--changed-files {path}: no such file in {where}; name a changed file as {ACCEPTED_FORMS}{hint}")
+
+
+def _relative_parts(path: Path, root: Path, checkout: Path | None) -> tuple[str, ...] | None:
+    """An absolute path inside the package (as ``transformers/...``) or the checkout (relative to it)."""
+    real = path.resolve()
+    bases = [(root, ("transformers",))] + ([(checkout, ())] if checkout is not None else [])
+    for base, prefix in bases:
+        if real.is_relative_to(base.resolve()):
+            return prefix + real.relative_to(base.resolve()).parts
+    return None
+
+
+def _meant(parts: tuple[str, ...], root: Path) -> str:
+    """The package file a wrong prefix probably meant: the longest tail of `parts` that is one ('' if none)."""
+    for start in range(1, len(parts)):
+        tail = parts[start:]
+        if (root / Path(*tail)).is_file():
+            return "/".join(tail)
+    return ""
+
+
+def resolve_diffed(paths: list[str], repo: str | Path | None) -> list[ChangedFile]:
+    """The files `git diff` reported in the checkout `repo` (as `changed_since` reads it; repo-relative, removed
+    files included) as `ChangedFile`s; ImpactError when that checkout holds no ``src/transformers``."""
+    checkout = Path(repo).expanduser() if repo else _installed_checkout()
+    if checkout is None:
+        raise ImpactError("--since needs --transformers-repo PATH (a git checkout of transformers); the "
+                          "installed transformers is not an editable checkout")
+    require_checkout(checkout)
+    found = []
+    for path in paths:
+        parts = _parts(path)
+        inside = parts[:2] == ("src", "transformers") and len(parts) > 2
+        found.append(ChangedFile("/".join(parts), "/".join(parts[2:]) if inside else None))
+    return found
 
 
 Closure = frozenset  # of code_graph nodes: (file relative to the transformers package, definition name)

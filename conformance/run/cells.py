@@ -75,9 +75,11 @@ def check_of(item) -> str | None:
 
 
 def model_of(item) -> str:
-    """The class an item is parametrized over ('' for other tests)."""
+    """The class an item is parametrized over ('' for other tests, and for the placeholder item pytest makes of a
+    test whose selection is empty: it is no cell)."""
     callspec = getattr(item, "callspec", None)
-    return str(callspec.params.get("model_name", "")) if callspec else ""
+    value = callspec.params.get("model_name", "") if callspec else ""
+    return value if isinstance(value, str) else ""
 
 
 def cell_of(item) -> tuple[str, str] | None:

@@ -19,7 +19,14 @@ Contracts (the hooks of `LifecycleHooks`):
   install command) or they are opt-in columns --checks did not name (one
   line per group, with the --checks that runs them); the terminal ends with the run's short summary
   (`report.summary`: counts per check, regressions and stale expectations by
-  name, the files written), after pytest's own summary lines.
+  name, the files written), after pytest's own summary lines;
+* an impact selection of no class from real files (a docs-only change) says
+  so in one line, in the header and at the end ("nothing to check: <files>
+  affect no discovered class"), writes its envelope without cells (the
+  selection in `environment.selection`) and ends the run with
+  `options.NOTHING_TO_CHECK` instead of pytest's 0 (or 5): a CI job can tell
+  it from a run that checked classes and passed. Any other status (a
+  failure, an interruption) is left as it is.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ import pytest
 from conformance import locations
 from conformance.report import envelope as report
 from conformance.report import io, pages, summary
-from conformance.run import isolation, shards
+from conformance.run import isolation, options, shards
 
 
 def not_run_lines(not_run: dict[str, str]) -> list[str]:
@@ -97,6 +104,8 @@ class LifecycleHooks:
         state, option = self.session, config.getoption
         if not (state.has_selection() or option("shard")):
             return []
+        if state.nothing_to_check():
+            return [f"conformance: {state.nothing_to_check()}"]
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"
         line = f"conformance: {len(names)} classes {how}"
@@ -113,6 +122,9 @@ class LifecycleHooks:
     def pytest_sessionfinish(self, session, exitstatus):
         if not self.session.is_worker:
             self._ensure_envelope()
+            if self.session.nothing_to_check() and session.exitstatus in (pytest.ExitCode.OK,
+                                                                          pytest.ExitCode.NO_TESTS_COLLECTED):
+                session.exitstatus = options.NOTHING_TO_CHECK
 
     def _ensure_envelope(self) -> dict | None:
         """Write the envelope once (pytest-json-report may ask first), then clear the parts."""
@@ -144,7 +156,14 @@ class LifecycleHooks:
     def pytest_terminal_summary(self, terminalreporter, exitstatus, config):
         result = yield  # pytest's failures and short summary first: the run's summary is what stays on screen
         envelope = self.session.envelope
-        if envelope is not None:
+        nothing = self.session.nothing_to_check()
+        if nothing:
+            terminalreporter.write_sep("=", "conformance")
+            terminalreporter.write_line(f"{nothing} (exit status {options.NOTHING_TO_CHECK}: no class was checked)")
+            if envelope is not None:
+                written = ", ".join(locations.shown(path) for path in self.written or [self.session.matrix_out])
+                terminalreporter.write_line(f"wrote {written} (the selection, no cells)")
+        elif envelope is not None:
             terminalreporter.write_sep("=", "conformance")
             for line in summary.summary_lines(envelope, self.written or [self.session.matrix_out]):
                 terminalreporter.write_line(line)

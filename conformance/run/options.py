@@ -7,16 +7,26 @@ suite's own runs); `use_short_dests(config)` makes each value readable as
 `config.getoption("<name>")`.
 Every other function either returns the resolved value or raises
 `UsageError` naming the option (or file), what is wrong and the fix.
-`select_models(config, source)` is the sorted class names selected by
---models (globs over names and aliases) and the impact options
-(--changed-files, --since). `check_data()` fails when the package was
-installed without its data (model fixtures, expectations).
+`resolve_selection(config, source)` is the run's `Selection`: the sorted
+class names selected by --models (globs over names and aliases) and the
+impact options (--changed-files, --since), with the changed files it
+resolved. Every --changed-files path must name a file of the transformers
+being gated (`gate.impact.resolve_changed`: ``src/transformers/PATH``,
+``transformers/PATH``, ``PATH`` relative to the installed package, or a file
+of its checkout outside the package); one that names none is a
+`UsageError`, never a selection of nothing. An impact selection of no class
+from real files is legitimate (a docs-only change) and says so
+(`Selection.nothing_to_check`); the run and `conformance plan` then exit
+with `NOTHING_TO_CHECK`. `select_models(config, source)` is its class names.
+`check_data()` fails when the package was installed without its data
+(model fixtures, expectations).
 """
 
 from __future__ import annotations
 
 import argparse
 import weakref
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
@@ -25,6 +35,11 @@ from conformance.gate import expectations as gate
 
 DEFAULT_OUT = Path("reports/latest/matrix.json")
 DEFAULT_GRACE = 30.0
+# Exit status of a run (and of `conformance plan`) whose impact selection holds no class although every changed
+# file is real (a docs-only change): nothing was checked. Distinct from pytest's own codes (0-6; its 5, "no tests
+# collected", has other causes too: a -k or --ignore that leaves nothing) and the suite's (2: usage, 70: a hung
+# cell), so that a CI job tells "nothing to check" from "checked and green" (docs/gate.md).
+NOTHING_TO_CHECK = 10
 
 
 class UsageError(pytest.UsageError):
@@ -216,7 +231,48 @@ def check_writable(out: Path) -> None:
         raise UsageError(f"--matrix-out: cannot write {out} ({reason}); choose a writable path") from None
 
 
+@dataclass
+class Selection:
+    """The classes a run checks and why: `classes` (sorted) from the --models `patterns` and, where an impact
+    option was given (`impact`), the changed `files` (`gate.impact.ChangedFile`) and the --since `ref`."""
+
+    classes: list[str]
+    patterns: list[str] = field(default_factory=list)
+    impact: bool = False
+    files: list = field(default_factory=list)
+    ref: str = ""
+
+    @property
+    def changed_files(self) -> list[str]:
+        """The changed files as in a transformers checkout (``src/transformers/...``, ``docs/...``)."""
+        return [f.path for f in self.files]
+
+    @property
+    def nothing_to_check(self) -> str:
+        """One line when an impact selection holds no class ("nothing to check: ..."), else ''."""
+        if not self.impact or self.classes:
+            return ""
+        if not self.files:
+            return f"nothing to check: git diff {self.ref} changes no file"
+        shown = ", ".join(self.changed_files[:3]) + (f" and {len(self.files) - 3} more" if len(self.files) > 3 else "")
+        verb = "affects" if len(self.files) == 1 else "affect"
+        if self.patterns:
+            return f"nothing to check: {shown} {verb} none of the classes --models {','.join(self.patterns)} selects"
+        return f"nothing to check: {shown} {verb} no discovered class"
+
+    def record(self) -> dict:
+        """What the envelope records of an impact selection (`environment.selection`)."""
+        return {"changed_files": self.changed_files, "since": self.ref, "models": self.patterns,
+                "classes": list(self.classes), "nothing_to_check": self.nothing_to_check}
+
+
 def select_models(config, source) -> list[str]:
+    """The sorted class names of `resolve_selection`."""
+    return resolve_selection(config, source).classes
+
+
+def resolve_selection(config, source) -> Selection:
+    """The run's `Selection` (see the module's contract); a bad option or path raises UsageError (one line)."""
     from conformance.discover import select_classes
 
     patterns = split(config.getoption("models"))
@@ -227,21 +283,24 @@ def select_models(config, source) -> list[str]:
                          "see `conformance list` for the names") from None
     changed = list(config.getoption("changed_files"))
     since = config.getoption("since")
-    if changed or since:
-        from conformance.gate import impact
+    if not (changed or since):
+        return Selection(names, patterns)
+    from conformance.gate import impact
 
-        try:
-            definitions = {}
-            if since:
-                repo = config.getoption("transformers_repo")
-                diffed = impact.changed_since(since, repo)
-                # A diff narrows a file to the definitions it touches; a file named by --changed-files stays whole.
-                whole = {impact.normalize(path) for path in changed}
-                definitions = {rel: names for rel, names in impact.changed_definitions(since, repo, diffed).items()
-                               if rel not in whole}
-                changed += diffed
-            impacted = impact.impacted_classes(changed, definitions)
-        except impact.ImpactError as exc:
-            raise UsageError(str(exc)) from None
-        names = [n for n in names if n in impacted]
-    return names
+    repo = config.getoption("transformers_repo")
+    try:
+        # Every named path first (cheap, and before any git or graph work): one that names no file stops the run.
+        files = impact.resolve_changed(changed, impact.transformers_root(), impact.checkout_of(repo))
+        definitions = {}
+        if since:
+            diffed = impact.changed_since(since, repo)
+            named = {f.path for f in files}
+            # A diff narrows a file to the definitions it touches; a file named by --changed-files stays whole.
+            whole = {f.rel for f in files if f.rel is not None}
+            files += [f for f in impact.resolve_diffed(diffed, repo) if f.path not in named]
+            definitions = {rel: touched for rel, touched in impact.changed_definitions(since, repo, diffed).items()
+                           if rel not in whole}
+        impacted = impact.impacted_classes([f.path for f in files], definitions)
+    except impact.ImpactError as exc:
+        raise UsageError(str(exc)) from None
+    return Selection([n for n in names if n in impacted], patterns, True, files, since)

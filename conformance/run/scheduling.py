@@ -136,8 +136,8 @@ class XdistHooks:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node):
         """Hand the controller's impact selection to each worker, so no worker builds the code graph again."""
-        if self.session._selected is not None:
-            node.workerinput[SELECTED_KEY] = list(self.session._selected)
+        if self.session._selection is not None:
+            node.workerinput[SELECTED_KEY] = list(self.session._selection.classes)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_xdist_make_scheduler(self, config, log):

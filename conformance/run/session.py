@@ -14,7 +14,10 @@ decided the whole row (a model failure, a class that is not standalone),
 cells are not run: `record_not_run`, a row with the reason and no cells), and
 failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
 process's part file; `write_envelope()` merges every part file into the
-envelope at ``--matrix-out``. `session_of(config)` is the run's Session.
+envelope at ``--matrix-out``: with an impact option it records the
+selection (`environment.selection`: the changed files, the --since ref, the
+classes), and an impact selection of no class (`nothing_to_check()`) still
+writes one, without cells. `session_of(config)` is the run's Session.
 """
 
 from __future__ import annotations
@@ -87,7 +90,7 @@ class Session:
         self.applied = None  # gate.expectations.Applied: which files, under which conditions
         self.conditions: dict = {}
         self.device = ""
-        self._selected: list[str] | None = None
+        self._selection: options.Selection | None = None
         self._estimates: dict[str, float] | None = None
         self._built: tuple[str, object] | None = None
         self._not_run_recorded: set[str] = set()
@@ -131,8 +134,19 @@ class Session:
 
     def has_selection(self) -> bool:
         """Whether --models or an impact option narrows the classes."""
+        return bool(self.config.getoption("models") or self.has_impact_selection())
+
+    def has_impact_selection(self) -> bool:
+        """Whether --changed-files or --since narrows the classes."""
         option = self.config.getoption
-        return bool(option("models") or option("changed_files") or option("since"))
+        return bool(option("changed_files") or option("since"))
+
+    def nothing_to_check(self) -> str:
+        """The controller's one line when the impact options selected no class (`Selection.nothing_to_check`),
+        else ''."""
+        if self.is_worker or not self.has_impact_selection():
+            return ""
+        return self.selection().nothing_to_check
 
     def run_checks(self) -> list[str]:
         """The columns this run fills: --checks (else every registered check) less those it cannot run."""
@@ -151,11 +165,16 @@ class Session:
 
     def selected_models(self) -> list[str]:
         """Class names selected by --models and the impact options (sorted)."""
-        if self._selected is None and self.is_worker and SELECTED_KEY in self.config.workerinput:
-            self._selected = list(self.config.workerinput[SELECTED_KEY])
-        if self._selected is None:
-            self._selected = options.select_models(self.config, self.source)
-        return self._selected
+        return self.selection().classes
+
+    def selection(self) -> options.Selection:
+        """The run's selection (`options.resolve_selection`), resolved once; a worker gets the controller's
+        classes (no changed files: only the controller reports and records them)."""
+        if self._selection is None and self.is_worker and SELECTED_KEY in self.config.workerinput:
+            self._selection = options.Selection(list(self.config.workerinput[SELECTED_KEY]))
+        if self._selection is None:
+            self._selection = options.resolve_selection(self.config, self.source)
+        return self._selection
 
     # -- building
 
@@ -257,14 +276,19 @@ class Session:
         everything = list(io.read_records(self.parts.part_files()))
         records = [r for r in everything if {"model", "check", "verdict"} <= set(r)]
         not_run_classes = {r["model"]: r["not_run"] for r in everything if set(r) == {"model", "not_run"}}
-        if not records and not not_run_classes and not self.config.getoption("shard"):
+        nothing = bool(self.nothing_to_check()) and not self.config.option.collectonly
+        if not records and not not_run_classes and not self.config.getoption("shard") and not nothing:
             return None
         models = sorted({r["model"] for r in records} | set(not_run_classes))
-        # The columns: those with cells, and those this run would have had but could not run (said so, not hidden).
-        checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)]
+        # The columns: those with cells, and those this run would have had but could not run (said so, not hidden);
+        # nothing to check: the columns it would have filled.
+        checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)
+                  or (nothing and c in self.run_checks())]
         env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
         env["expectations"] = self.expectations_applied()
+        if self.has_impact_selection():
+            env["selection"] = self.selection().record()
         rows = self.source.rows(models)
         for model, why in not_run_classes.items():  # a row without cells, saying why (⬜ in every column)
             rows[model] = {**rows.get(model, {}), "not_run": why}

@@ -22,7 +22,10 @@ or malformed file, an unknown class or check, an unwritable output) prints
 one line on stderr and returns 2 without writing anything; `diff` returns 1
 when a cell regressed; `truth` returns 1 when a passing cell records a
 comparison beyond its check's tolerance; `explain` returns 1 when the cell does not pass;
-`flags --check` returns 1 when a declared flag disagrees unambiguously with the observation.
+`flags --check` returns 1 when a declared flag disagrees unambiguously with the observation;
+`plan` returns `NOTHING_TO_CHECK` (10, as a run does) when the changed files are real but affect no class,
+printing "nothing to check: ..." (with --json: its `nothing_to_check`), and 2 for a path that names no
+file of the transformers being gated.
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -267,14 +270,15 @@ def cmd_plan(args) -> int:
 
     from conformance.build.case import TransformersCases
     from conformance.run import shards as shard
-    from conformance.run.options import UsageError, select_models
+    from conformance.run.options import NOTHING_TO_CHECK, UsageError, resolve_selection
 
     if not args.budget > 0 or args.workers < 1:
         raise CliError("plan: --budget must be a positive number of seconds and --workers at least 1")
     try:
-        names = select_models(_Selection(args), TransformersCases())
+        selection = resolve_selection(_Selection(args), TransformersCases())
     except UsageError as exc:
         raise CliError(str(exc)) from None
+    names, nothing = selection.classes, selection.nothing_to_check
     from conformance.checks.common.registry import check_ids, opt_in_reason, unavailable
     from conformance.run.options import unavailable_checks
 
@@ -283,8 +287,12 @@ def cmd_plan(args) -> int:
     result = shard.plan(names, seconds, args.budget, args.workers)
     if args.json:
         print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
-                          "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds}))
-        return 0
+                          "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds,
+                          "changed_files": selection.changed_files, "nothing_to_check": nothing}))
+        return NOTHING_TO_CHECK if nothing else 0
+    if nothing:
+        print(nothing)
+        return NOTHING_TO_CHECK
     unknown = [n for n in names if n not in seconds]
     print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
           + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))

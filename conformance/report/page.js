@@ -10,7 +10,7 @@
   const NOT_PASSING = ["fail", "xfail", "error", "timeout"];
   const ANSWERS = ["works", "broken", "nocheck"];
   const FILTERS = { q: "f-text", check: "f-check", verdict: "f-verdict", modality: "f-modality", family: "f-family" };
-  // cell = [verdict, reason index, seconds, metrics, expected, answer, mark, cause, closeness]
+  // cell = [verdict, reason index, seconds, metrics, expected, answer, mark, cause, {tolerance, worst_ratio, gate}]
   const VERDICT = 0, REASON = 1, SECONDS = 2, METRICS = 3, EXPECTED = 4, ANSWER = 5, MARK = 6, CAUSE = 7, CLOSE = 8;
   const columns = []; // [run, check index] of each cell column, left to right
   data.runs.forEach((run, r) => run.checks.forEach((check, c) => columns.push([r, c])));
@@ -180,9 +180,10 @@
     } else {
       const [verdict, reason, seconds, metrics, expected] = cell;
       body.append(el("p", answerLine(cell), "verdict a-" + cell[ANSWER] + (cell[MARK] ? " m-" + cell[MARK] : "")));
-      const [, meaning] = data.meanings[verdict];
-      body.append(el("p", "verdict " + verdict + ": " + meaning +
-        (expected ? "; listed in fixtures/expectations as: " + expected : ""), "raw"));
+      const said = verdict === "error" || verdict === "timeout" ? ": " + data.meanings[verdict][1] : "";
+      body.append(el("p", "verdict " + verdict + said +
+        (expected ? " · listed in fixtures/expectations as " + expected : ""), "raw"));
+      if ((cell[CLOSE] || {}).gate) body.append(el("p", "the gate: " + cell[CLOSE].gate, "raw"));
       const close = closeness(cell);
       if (close) body.append(close);
       if (cell[CAUSE]) body.append(el("h4", "root cause"), withCode(el("p", null, "cause"), cell[CAUSE]));

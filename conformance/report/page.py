@@ -51,7 +51,8 @@ SUFFIX = "ForConditionalGeneration"  # every discovered class ends so: the table
 FILTER_VERDICTS = (("works", "✓ works"), ("broken", "✗ does not work (known or new)"),
                    ("nocheck", "🚧 the suite could not check"), ("new", "new: fail, error, timeout, xpass"),
                    ("notpass", "not passing"))
-CLOSENESS = ("tolerance", "worst_ratio")  # a cell's closeness to its tolerance, where it records them
+# A cell's closeness to its tolerance (where it records them) and the gate's note (why a listed cell is not xfail).
+EXTRA_FIELDS = ("tolerance", "worst_ratio", "gate")
 COUNTED = ("works", "broken", "nocheck", "na")
 
 
@@ -102,9 +103,9 @@ def _cell_data(cell: dict | None, reasons: dict[str, int]) -> list | int:
     reason = cell.get("reason", "")
     index = reasons.setdefault(reason, len(reasons)) if reason else -1
     cause = findings.cause_of(cell) if raw(cell) in FAILING else ""
-    closeness = {k: cell[k] for k in CLOSENESS if k in cell}
+    extra = {k: cell[k] for k in EXTRA_FIELDS if cell.get(k) not in (None, "")}
     return [cell["verdict"], index, cell.get("seconds", 0), cell.get("metrics", {}), cell.get("expected", ""),
-            *answer.answer(cell), cause, closeness]
+            *answer.answer(cell), cause, extra]
 
 
 def _rows(envelopes: Sequence[dict]) -> dict[str, dict]:

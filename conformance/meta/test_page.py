@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import copy
 import json
+import struct
+import zlib
 from html import escape
 from html.parser import HTMLParser
 
@@ -16,7 +18,7 @@ from conformance import locations
 from conformance.meta.test_cli import run, save
 from conformance.meta.test_report import CHECKS, cell, make_envelope
 from conformance.report import envelope as report
-from conformance.report import answer, class_view, findings, flag_advice, page, render, summary
+from conformance.report import answer, class_view, findings, flag_advice, page, render, screenshot, summary
 from conformance.report.reproduce import reproducer, reproducer_template
 from conformance.tools import explain
 
@@ -373,3 +375,63 @@ def test_a_class_says_in_words_what_works_on_which_path_and_what_to_do():
     data = Parsed(page.render_html([envelope], ["run.json"])).data()
     assert data["classes"]["BetaForConditionalGeneration"]["views"][0]["todo"] == beta
     assert data["runs"][0]["paths"] == [list(p) for p in class_view.paths(envelope)]
+
+
+# --------------------------------------------------------------------------- the picture of the page
+
+
+def tiny_png() -> bytes:
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    return (screenshot.SIGNATURE + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\0\0\0\0")) + chunk(b"IEND", b""))
+
+
+def test_the_picture_says_which_page_it_shows(tmp_path):
+    path = tmp_path / "p.png"
+    path.write_bytes(tiny_png())
+    assert screenshot.source_digest(path) is None
+    path.write_bytes(screenshot.with_source(tiny_png(), "ab12"))
+    assert screenshot.source_digest(path) == "ab12"
+    data, at, kinds = path.read_bytes(), len(screenshot.SIGNATURE), []
+    while at < len(data):  # still a valid PNG: every chunk's CRC holds, the text right after the header
+        length, kind = struct.unpack(">I4s", data[at:at + 8])
+        assert zlib.crc32(data[at + 4:at + 8 + length]) == struct.unpack(">I", data[at + 8 + length:at + 12 + length])[0]
+        kinds.append(kind)
+        at += 12 + length
+    assert kinds == [b"IHDR", b"tEXt", b"IDAT", b"IEND"]
+
+
+def test_the_picture_opens_the_first_cell_that_does_not_work():
+    envelope = rich_envelope()
+    assert screenshot.default_fragment(envelope) == "Alpha/compile_prefill"  # new failures first
+    for row in envelope["models"].values():
+        for check_id, recorded in row["cells"].items():
+            if recorded["verdict"] in ("fail", "error"):
+                row["cells"][check_id] = cell("pass")
+    assert screenshot.default_fragment(envelope) == "Alpha/compile_decode"  # then known ones, in column order
+    envelope["models"] = {TALKER: envelope["models"][TALKER]}
+    assert screenshot.default_fragment(envelope) == ""
+
+
+def test_without_a_browser_publish_leaves_the_old_picture_and_says_so(tmp_path, monkeypatch):
+    from conformance.meta import browser
+
+    def missing():
+        raise browser.Missing("chromedriver not found on PATH: apt-get install chromium-driver")
+
+    monkeypatch.setattr(browser, "find", missing)
+    page_path, png = tmp_path / "matrix.html", tmp_path / "matrix.png"
+    page_path.write_text(page.render_html([make_envelope()]))
+    png.write_bytes(b"old")
+    line = screenshot.png_beside(page_path, make_envelope())
+    assert line == f"{png} left as it was (no screenshot: chromedriver not found on PATH: apt-get install " \
+                   "chromium-driver)"
+    assert png.read_bytes() == b"old" and sorted(p.name for p in tmp_path.iterdir()) == ["matrix.html", "matrix.png"]
+
+
+def test_published_picture_was_made_from_the_published_page():
+    published = locations.REPOSITORY / "reports"
+    assert screenshot.source_digest(published / "matrix.png") == screenshot.page_digest(published / "matrix.html"), \
+        "reports/matrix.png is stale: rerun `python -m conformance.report.screenshot reports/matrix.html`"

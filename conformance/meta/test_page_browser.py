@@ -10,6 +10,7 @@ then a missing browser fails.
 from __future__ import annotations
 
 import os
+import struct
 
 import pytest
 
@@ -202,3 +203,15 @@ def test_a_cell_shows_its_closeness_to_the_tolerance(fresh):
     open_at(fresh, "Beta/build")
     assert "worst difference 0.250 × the allowed one (1.0 = at the edge): within the tolerance; tolerance 0.0001" \
         in fresh.find_element("id", "detail").text
+
+
+def test_the_picture_is_the_page_in_a_fixed_window(driver, tmp_path):
+    from conformance.report import screenshot
+
+    out = tmp_path / "matrix.png"
+    screenshot.screenshot(driver.page_path, out, "Alpha/compile_prefill")
+    data = out.read_bytes()
+    assert data.startswith(screenshot.SIGNATURE)
+    assert struct.unpack(">II", data[16:24]) == (screenshot.WIDTH, screenshot.HEIGHT)  # the IHDR's width, height
+    assert screenshot.source_digest(out) == screenshot.page_digest(driver.page_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["matrix.png"]  # no temporary left behind

@@ -46,7 +46,7 @@ MARKS = {
     "new": ("!", "new failure: not listed in the expectations, the gate fails on it"),
     "improved": ("↑", "improved: better than listed (passes, or fewer graph breaks or recompiles): "
                       "update the expectation"),
-    "gap": ("", "known harness gap: the suite's own error, listed in the expectations"),
+    "gap": ("", render.KNOWN_ERROR[1]),
 }
 HARNESS = "harness_error"  # the fingerprint kind of the suite's own error (conformance.fingerprints.KINDS)
 NEW_VERDICTS = ("fail", "error", "timeout")

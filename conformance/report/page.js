@@ -151,7 +151,8 @@
 
   function closeness(cell) {
     const values = Object.assign({}, cell[METRICS], cell[CLOSE] || {});
-    if (values.worst_ratio === undefined && values.tolerance === undefined) return null;
+    const bounds = ["tolerance", "atol", "rtol"].filter((key) => values[key] !== undefined);
+    if (values.worst_ratio === undefined && !bounds.length) return null;
     const parts = [];
     if (values.worst_ratio !== undefined) {
       const ratio = Number(values.worst_ratio);
@@ -159,6 +160,11 @@
         (ratio <= 1 ? "within" : "beyond") + " the tolerance");
     }
     if (values.tolerance !== undefined) parts.push("tolerance " + JSON.stringify(values.tolerance));
+    if (values.atol !== undefined || values.rtol !== undefined) {
+      const small = (x) => (typeof x === "number" && x !== 0 && Math.abs(x) < 1e-3 ? x.toExponential() : String(x));
+      parts.push("allowed |difference| <= " + [values.atol !== undefined ? "atol " + small(values.atol) : "",
+        values.rtol !== undefined ? "rtol " + small(values.rtol) + " × |expected|" : ""].filter(Boolean).join(" + "));
+    }
     return el("p", parts.join("; "), "closeness");
   }
 

@@ -17,9 +17,9 @@ Contracts:
   ✗! —, the suite could not check it 🚧, does not apply –, not run; ↑ an
   improvement the expectations should take). Its detail (a click, or
   Enter) says so in words with the column's description, the closeness to
-  the tolerance (`tolerance`, `worst_ratio` where the cell records them),
-  the root cause (`findings.cause_of`), the reason, the metrics and the
-  command that reruns it (`reproduce`). A click on a class opens its view
+  the tolerance (`worst_ratio`, `atol`, `rtol` or `tolerance` where the
+  cell records them), the root cause (`findings.cause_of`), the reason, the
+  metrics and the command that reruns it (`reproduce`). A click on a class opens its view
   (`class_view`): what works on which path, and what to do about the rest.
 * Internal and not-standalone rows (`answer.hidden_reason`) are hidden
   until the "show internal" toggle is on.

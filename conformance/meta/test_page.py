@@ -435,3 +435,21 @@ def test_published_picture_was_made_from_the_published_page():
     published = locations.REPOSITORY / "reports"
     assert screenshot.source_digest(published / "matrix.png") == screenshot.page_digest(published / "matrix.html"), \
         "reports/matrix.png is stale: rerun `python -m conformance.report.screenshot reports/matrix.html`"
+
+
+def test_a_browser_that_fails_leaves_the_old_picture_too(tmp_path, monkeypatch):
+    pytest.importorskip("selenium")
+    from selenium.common.exceptions import WebDriverException
+
+    def fails(*args, **kwargs):
+        raise WebDriverException("session not created: Chrome failed to start\nstacktrace ...")
+
+    monkeypatch.setattr(screenshot, "screenshot", fails)
+    page_path = tmp_path / "matrix.html"
+    (tmp_path / "matrix.png").write_bytes(b"old")
+    assert screenshot.png_beside(page_path) == (f"{tmp_path / 'matrix.png'} left as it was (no screenshot: Chromium "
+                                                "failed: Message: session not created: Chrome failed to start)")
+    assert (tmp_path / "matrix.png").read_bytes() == b"old"
+    monkeypatch.setattr(screenshot, "screenshot", lambda *a, **k: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # anything else is a bug, not a missing browser
+        screenshot.png_beside(page_path)

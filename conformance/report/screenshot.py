@@ -20,8 +20,8 @@ Contracts:
   known one, in column order; "" for none.
 * `png_beside(page, envelope)` is what publish calls: the PNG beside the
   page (matrix.html -> matrix.png), and one line saying what it did; where
-  no Chromium can be driven the old PNG is left as it is and the line says
-  why.
+  no Chromium can be driven (missing, or selenium's driver fails) the old
+  PNG is left as it is and the line says why.
 * ``python -m conformance.report.screenshot PAGE.html [OUT.png]`` does the
   same from the command line (the envelope read from PAGE's ``.json``
   beside it, when there is one, for the fragment).
@@ -114,6 +114,11 @@ def png_beside(page: Path, envelope: dict | None = None) -> str:
         screenshot(Path(page), out, default_fragment(envelope) if envelope else "")
     except browser.Missing as exc:
         return f"{out} left as it was (no screenshot: {exc})"
+    except Exception as exc:  # selenium's WebDriverException: a browser that would not start or answer
+        if type(exc).__module__.split(".")[0] != "selenium":
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
+        return f"{out} left as it was (no screenshot: Chromium failed: {first})"
     return f"wrote {out}"
 
 

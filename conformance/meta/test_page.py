@@ -372,6 +372,10 @@ def test_a_class_says_in_words_what_works_on_which_path_and_what_to_do():
     clean["summary"] = report.summarize(clean["models"], clean["checks"])
     assert class_view.todo(clean, "BetaForConditionalGeneration", "run.json", {}, []) == [
         "Nothing to do: every check that applies works."]
+    clean["models"]["ZetaForConditionalGeneration"] = {"cells": {}, "not_run": "needs timm: pip install timm"}
+    assert class_view.todo(clean, "ZetaForConditionalGeneration", "run.json", {}, []) == [
+        "Not run: needs timm: pip install timm"]  # a class none of whose cells ran: never "nothing to do"
+    assert class_view.states(clean, "ZetaForConditionalGeneration") == ["notrun", "notrun", "notrun"]
     data = Parsed(page.render_html([envelope], ["run.json"])).data()
     assert data["classes"]["BetaForConditionalGeneration"]["views"][0]["todo"] == beta
     assert data["runs"][0]["paths"] == [list(p) for p in class_view.paths(envelope)]

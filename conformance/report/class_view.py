@@ -13,7 +13,8 @@ Contracts:
   works), ``nocheck`` (the suite could check none), ``na`` (none applies)
   or ``notrun``. The page lists each path's cells by answer.
 * `todo(envelope, name, source, advice, groups)` is what to do about the rest,
-  one line each: why the row is hidden (`answer.hidden_reason`); the declared
+  one line each: why the row is hidden (`answer.hidden_reason`); why none of
+  its cells ran (the row's `not_run`: a package it needs); the declared
   flags the run contradicts (`flag_advice`: set, or left alone and why); the
   call-order workaround of a compile cell whose failure depends on call order
   (fingerprint kind ``call_order``: compile after one eager call, or before
@@ -134,10 +135,12 @@ def todo(envelope: dict, name: str, source: str, advice: dict, groups: list[find
     hidden = hidden_reason(name, row)
     if hidden:
         lines.append(f"Not a model a user runs on its own: {_cut(hidden)}")
+    if row.get("not_run") and not cells:
+        lines.append(f"Not run: {_cut(row['not_run'])}")
     lines += flag_lines([a for (model, _), a in sorted(advice.items()) if model == name])
     lines += [call_order_line(c, cell) for c, cell in cells.items()
               if c.startswith("compile_") and raw(cell) in FAILING and flag_advice.is_call_order(cell)]
     lines += cause_lines(name, cells, source, groups)
-    if not lines and not any(answer(cell)[0] in ("broken", "nocheck") for cell in cells.values()):
+    if not lines and cells and not any(answer(cell)[0] in ("broken", "nocheck") for cell in cells.values()):
         lines.append("Nothing to do: every check that applies works.")
     return lines

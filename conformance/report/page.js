@@ -1,4 +1,5 @@
-// The matrix page's behaviour (conformance.report.page): filters, sorting, a cell's detail. Loads nothing.
+// The matrix page's behaviour (conformance.report.page): filters, sorting, a cell's detail, a class's view, the
+// URL fragment that opens them. Loads nothing; text from the run file is only ever set with textContent.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("data").textContent);
@@ -7,31 +8,37 @@
   const FIXED = 3; // class, model_type, modalities come before the cells
   const NEW = ["fail", "error", "timeout", "xpass"];
   const NOT_PASSING = ["fail", "xfail", "error", "timeout"];
-  const RANK = { fail: 0, error: 1, timeout: 2, xpass: 3, xfail: 4, skip: 5, pass: 6 };
+  const ANSWERS = ["works", "broken", "nocheck"];
+  const FILTERS = { q: "f-text", check: "f-check", verdict: "f-verdict", modality: "f-modality", family: "f-family" };
+  // cell = [verdict, reason index, seconds, metrics, expected, answer, mark, cause, {tolerance, worst_ratio, gate}]
+  const VERDICT = 0, REASON = 1, SECONDS = 2, METRICS = 3, EXPECTED = 4, ANSWER = 5, MARK = 6, CAUSE = 7, CLOSE = 8;
   const columns = []; // [run, check index] of each cell column, left to right
   data.runs.forEach((run, r) => run.checks.forEach((check, c) => columns.push([r, c])));
   const checkHeaders = Array.from(table.querySelectorAll("thead th.check"));
   const rows = Array.from(tbody.rows);
   rows.forEach((tr, i) => { tr.dataset.i = i; });
   const byId = (id) => document.getElementById(id);
+  const short = (name) => data.classes[name].short;
 
   function cellAt(tr, column) {
     const [r, c] = columns[column];
     return data.cells[data.names[tr.dataset.i]][r][c] || null;
   }
 
-  function matches(verdict, wanted) {
-    if (wanted === "new") return NEW.includes(verdict);
-    if (wanted === "notpass") return NOT_PASSING.includes(verdict);
-    return verdict === wanted;
+  function matches(cell, wanted) {
+    if (wanted === "new") return NEW.includes(cell[VERDICT]);
+    if (wanted === "notpass") return NOT_PASSING.includes(cell[VERDICT]);
+    if (ANSWERS.includes(wanted)) return cell[ANSWER] === wanted;
+    return cell[VERDICT] === wanted;
   }
 
-  // -- filters: a row shows when it matches every filter; the check filter also hides the other columns
+  // -- filters: a row shows when it matches every filter (and is not internal, unless the toggle says so);
+  //    the check filter also hides the other columns
 
   function apply() {
     const text = byId("f-text").value.trim().toLowerCase();
     const check = byId("f-check").value, verdict = byId("f-verdict").value;
-    const modality = byId("f-modality").value, family = byId("f-family").value;
+    const modality = byId("f-modality").value, family = byId("f-family").value, all = byId("f-all").checked;
     const visible = columns.map(([r, c]) => !check || data.runs[r].checks[c] === check);
     checkHeaders.forEach((th, i) => { th.hidden = !visible[i]; });
     table.querySelectorAll("thead th.run").forEach((th) => {
@@ -42,13 +49,14 @@
     let shown = 0;
     for (const tr of rows) {
       const name = data.names[tr.dataset.i].toLowerCase(), fam = tr.dataset.family;
-      let show = (!text || name.includes(text) || fam.toLowerCase().includes(text)) &&
+      let show = (all || !tr.dataset.internal) &&
+        (!text || name.includes(text) || fam.toLowerCase().includes(text)) &&
         (!family || fam === family) && (!modality || tr.dataset.modalities.split(" ").includes(modality));
       let any = !verdict;
       for (let i = 0; i < columns.length; i++) {
         tr.cells[FIXED + i].hidden = !visible[i];
         const cell = visible[i] && verdict && !any ? cellAt(tr, i) : null;
-        if (cell && matches(cell[0], verdict)) any = true;
+        if (cell && matches(cell, verdict)) any = true;
       }
       show = show && any;
       tr.hidden = !show;
@@ -58,17 +66,20 @@
     measure();
   }
 
-  for (const id of ["f-check", "f-verdict", "f-modality", "f-family"]) byId(id).addEventListener("change", apply);
-  byId("f-text").addEventListener("input", apply);
+  function changed() { apply(); writeHash(); }
+  for (const id of ["f-check", "f-verdict", "f-modality", "f-family", "f-all"]) byId(id).addEventListener("change", changed);
+  byId("f-text").addEventListener("input", changed);
 
-  // -- sorting: by a header; a check column sorts by how bad its verdict is
+  // -- sorting: by a header; a check column sorts by how bad its answer is (new failures first)
 
+  const RANK = { "broken new": 0, "broken improved": 1, "broken listed": 2, "nocheck gap": 3, "works improved": 4,
+                 "works ": 5, "na ": 6 };
   let sortKey = null, direction = 1;
   function sortValue(tr, key) {
     if (key === "name") return data.names[tr.dataset.i];
     if (key === "family" || key === "modalities") return tr.dataset[key];
     const cell = cellAt(tr, key);
-    return cell ? RANK[cell[0]] : 7;
+    return cell ? RANK[cell[ANSWER] + " " + cell[MARK]] ?? 7 : 8;
   }
   table.tHead.addEventListener("click", (event) => {
     const th = event.target.closest("th[data-key]");
@@ -85,7 +96,7 @@
     tbody.append(...sorted);
   });
 
-  // -- a cell's detail: verdict, reason, metrics, the command that reruns it
+  // -- building text: everything from the run file is text (textContent); only http(s) URLs and in-page links
 
   function el(tag, text, className) {
     const node = document.createElement(tag);
@@ -109,22 +120,79 @@
     return node;
   }
 
-  let selected = null;
+  function withCode(node, text) { // `spans` in backticks become <code>, the rest stays text
+    text.split("`").forEach((part, i) => node.append(i % 2 ? el("code", part) : part));
+    return node;
+  }
+
+  function cellLink(name, check, run, label) {
+    const a = el("a", label || check);
+    a.href = "#" + target(name, check, run);
+    a.addEventListener("click", (event) => { event.preventDefault(); openCell(name, check, run); });
+    return a;
+  }
+
+  function classLink(name) {
+    const a = el("a", "what works for " + short(name) + ", and what to do");
+    a.href = "#" + target(name);
+    a.addEventListener("click", (event) => { event.preventDefault(); openClass(name); });
+    return a;
+  }
+
+  // -- a cell's detail: the answer, the column, closeness, root cause, reason, metrics, the command that reruns it
+
+  let selected = null, opened = null; // opened: [name] or [name, check, run]
+
+  function answerLine(cell) {
+    const [symbol, meaning] = data.answers[cell[ANSWER]];
+    const [glyph, mark] = cell[MARK] ? data.marks[cell[MARK]] : ["", ""];
+    return (symbol ? symbol + glyph + " " : "") + meaning + (mark ? " — " + mark : "");
+  }
+
+  function closeness(cell) {
+    const values = Object.assign({}, cell[METRICS], cell[CLOSE] || {});
+    const bounds = ["tolerance", "atol", "rtol"].filter((key) => values[key] !== undefined);
+    if (values.worst_ratio === undefined && !bounds.length) return null;
+    const parts = [];
+    if (values.worst_ratio !== undefined) {
+      const ratio = Number(values.worst_ratio);
+      parts.push("worst difference " + ratio.toPrecision(3) + " × the allowed one (1.0 = at the edge): " +
+        (ratio <= 1 ? "within" : "beyond") + " the tolerance");
+    }
+    if (values.tolerance !== undefined) parts.push("tolerance " + JSON.stringify(values.tolerance));
+    if (values.atol !== undefined || values.rtol !== undefined) {
+      const small = (x) => (typeof x === "number" && x !== 0 && Math.abs(x) < 1e-3 ? x.toExponential() : String(x));
+      parts.push("allowed |difference| <= " + [values.atol !== undefined ? "atol " + small(values.atol) : "",
+        values.rtol !== undefined ? "rtol " + small(values.rtol) + " × |expected|" : ""].filter(Boolean).join(" + "));
+    }
+    return el("p", parts.join("; "), "closeness");
+  }
+
   function show(td) {
     const column = td.cellIndex - FIXED, tr = td.parentElement;
     if (column < 0) return;
-    const [r, c] = columns[column], run = data.runs[r], check = run.checks[c];
-    const name = data.names[tr.dataset.i], cell = cellAt(tr, column);
+    const [r, c] = columns[column];
+    showCell(data.names[tr.dataset.i], r, c, td);
+  }
+
+  function showCell(name, r, c, td) {
+    const run = data.runs[r], check = run.checks[c], cell = data.cells[name][r][c] || null;
     const body = byId("detail-body");
     body.replaceChildren(el("h3", name + " / " + check));
     if (data.runs.length > 1) body.append(el("p", run.label, "run"));
+    if (run.descriptions[check]) body.append(el("p", run.descriptions[check], "desc"));
     if (!cell) {
-      body.append(el("p", "not run", "verdict"));
+      body.append(el("p", data.answers.notrun[1], "verdict a-notrun"));
     } else {
       const [verdict, reason, seconds, metrics, expected] = cell;
-      const [symbol, meaning] = data.meanings[verdict === "xfail" && expected === "error" ? "kerr" : verdict];
-      body.append(el("p", symbol + " " + verdict + ": " + meaning, "verdict " + verdict));
-      if (expected) body.append(el("p", "listed in fixtures/expectations as: " + expected));
+      body.append(el("p", answerLine(cell), "verdict a-" + cell[ANSWER] + (cell[MARK] ? " m-" + cell[MARK] : "")));
+      const said = verdict === "error" || verdict === "timeout" ? ": " + data.meanings[verdict][1] : "";
+      body.append(el("p", "verdict " + verdict + said +
+        (expected ? " · listed in fixtures/expectations as " + expected : ""), "raw"));
+      if ((cell[CLOSE] || {}).gate) body.append(el("p", "the gate: " + cell[CLOSE].gate, "raw"));
+      const close = closeness(cell);
+      if (close) body.append(close);
+      if (cell[CAUSE]) body.append(el("h4", "root cause"), withCode(el("p", null, "cause"), cell[CAUSE]));
       if (reason >= 0) body.append(el("h4", "reason"), withLinks(el("p", null, "reason"), data.reasons[reason]));
       const list = el("table", null, "metrics");
       for (const key of Object.keys(metrics).sort()) {
@@ -144,11 +212,71 @@
     const copy = el("button", "copy");
     copy.type = "button";
     copy.addEventListener("click", () => copyText(pre, command, copy));
-    body.append(el("h4", "rerun this cell"), pre, copy);
-    if (selected) selected.classList.remove("selected");
-    selected = td;
-    td.classList.add("selected");
+    const more = el("p", null, "more");
+    more.append(classLink(name));
+    body.append(el("h4", "rerun this cell"), pre, copy, more);
+    select(td || tdOf(name, r, c));
+    opened = [name, check, r];
     byId("detail").hidden = false;
+  }
+
+  // -- a class's view: what works on which path, and what to do about the rest
+
+  function openClass(name) {
+    const info = data.classes[name];
+    const body = byId("detail-body");
+    body.replaceChildren(el("h3", name));
+    const [family, modalities, kind, parameters] = info.facts;
+    body.append(el("p", [family && "model_type " + family, modalities, kind,
+      parameters && "tiny model " + parameters + " parameters"].filter(Boolean).join(" · "), "facts"));
+    info.views.forEach((view, r) => {
+      if (data.runs.length > 1) body.append(el("h4", data.runs[r].label, "run"));
+      if (!view) { body.append(el("p", "not in this run")); return; }
+      body.append(el("h4", "What works, path by path"));
+      const list = el("ul", null, "paths");
+      data.runs[r].paths.forEach(([path, checks], p) => {
+        const state = view.states[p], li = el("li", null, "s-" + state);
+        li.append(el("strong", path + ": "), el("span", STATE_WORDS[state], "state"));
+        const kinds = Object.keys(GROUP_WORDS).filter((what) => checks.some((check) => answerOf(name, r, check) === what));
+        for (const what of kinds) {
+          const mine = checks.filter((check) => answerOf(name, r, check) === what);
+          li.append(" · " + (kinds.length > 1 ? GROUP_WORDS[what] + " " : ""));
+          mine.forEach((check, i) => {
+            const mark = (data.cells[name][r][data.runs[r].checks.indexOf(check)] || [])[MARK];
+            if (i) li.append(", ");
+            li.append(cellLink(name, check, r, check + (mark === "new" ? " (new)" : mark === "improved" ? " (improved)" : "")));
+          });
+        }
+        list.append(li);
+      });
+      body.append(list, el("h4", "What to do about the rest"));
+      const todo = el("ul", null, "todo");
+      for (const line of view.todo) todo.append(withCode(el("li"), line));
+      body.append(todo);
+    });
+    select(null);
+    const tr = rowOf(name);
+    if (tr) tr.classList.add("opened");
+    opened = [name];
+    byId("detail").hidden = false;
+  }
+  function answerOf(name, r, check) {
+    const cell = data.cells[name][r][data.runs[r].checks.indexOf(check)];
+    return cell ? cell[ANSWER] : "notrun";
+  }
+  const STATE_WORDS = { works: "works", partly: "works in part", broken: "does not work",
+                        nocheck: "the suite could not check it", na: "does not apply", notrun: "not run" };
+  const GROUP_WORDS = { works: "works:", broken: "does not work:", nocheck: "could not check:",
+                        na: "does not apply:", notrun: "not run:" };
+
+  function select(td) {
+    if (selected) selected.classList.remove("selected");
+    table.querySelectorAll("tr.opened").forEach((tr) => tr.classList.remove("opened"));
+    selected = td || null;
+    if (selected) {
+      selected.classList.add("selected");
+      selected.scrollIntoView({ block: "nearest", inline: "nearest" });
+    }
   }
 
   function copyText(pre, text, button) {
@@ -169,26 +297,102 @@
 
   function hide() {
     byId("detail").hidden = true;
-    if (selected) selected.classList.remove("selected");
-    selected = null;
+    select(null);
+    opened = null;
+    writeHash();
+  }
+
+  function openCell(name, check, run) {
+    const r = run !== undefined ? run : data.runs.findIndex((x) => x.checks.includes(check));
+    const c = r >= 0 ? data.runs[r].checks.indexOf(check) : -1;
+    if (c < 0) { openClass(name); return; }
+    showCell(name, r, c);
+    writeHash();
   }
 
   tbody.addEventListener("click", (event) => {
+    const link = event.target.closest("th.name a");
+    if (link) {
+      event.preventDefault();
+      openClass(data.names[link.closest("tr").dataset.i]);
+      writeHash();
+      return;
+    }
     const td = event.target.closest("td.v");
-    if (td) show(td);
+    if (td) { show(td); writeHash(); }
   });
   tbody.addEventListener("keydown", (event) => {
     const td = event.target.closest("td.v");
-    if (td && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); show(td); }
+    if (td && (event.key === "Enter" || event.key === " ")) { event.preventDefault(); show(td); writeHash(); }
   });
-  tbody.addEventListener("mouseover", (event) => { // the reason on hover, written when first needed
+  tbody.addEventListener("mouseover", (event) => { // the answer and reason on hover, written when first needed
     const td = event.target.closest("td.v");
     if (!td || td.title) return;
     const cell = cellAt(td.parentElement, td.cellIndex - FIXED);
-    td.title = cell ? cell[0] + (cell[1] >= 0 ? ": " + data.reasons[cell[1]].slice(0, 300) : "") : "not run";
+    td.title = cell ? answerLine(cell) + (cell[REASON] >= 0 ? "\n" + data.reasons[cell[REASON]].slice(0, 300) : "")
+      : data.answers.notrun[1];
   });
   byId("detail-close").addEventListener("click", hide);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
+
+  // -- the URL fragment: #Class[/check[/run]][?check=..&verdict=..&modality=..&family=..&q=..&all=1]
+
+  function rowOf(name) { return rows.find((tr) => data.names[tr.dataset.i] === name) || null; }
+  function tdOf(name, r, c) {
+    const tr = rowOf(name), column = columns.findIndex(([x, y]) => x === r && y === c);
+    return tr && column >= 0 ? tr.cells[FIXED + column] : null;
+  }
+
+  function findClass(text) {
+    const wanted = text.toLowerCase();
+    return data.names.find((n) => n === text) || data.names.find((n) => n.toLowerCase() === wanted) ||
+      data.names.find((n) => short(n).toLowerCase() === wanted) || null;
+  }
+
+  function target(name, check, run) {
+    let text = encodeURIComponent(short(name));
+    if (check) text += "/" + encodeURIComponent(check).replace(/%40/g, "@");
+    if (check && run) text += "/" + (run + 1);
+    return text;
+  }
+
+  function writeHash() {
+    const query = new URLSearchParams();
+    for (const [key, id] of Object.entries(FILTERS)) if (byId(id).value) query.set(key, byId(id).value);
+    if (byId("f-all").checked) query.set("all", "1");
+    const where = opened ? target(opened[0], opened[1], opened[2]) : "";
+    const text = where + (query.toString() ? "?" + query.toString() : "");
+    try {
+      history.replaceState(null, "", text ? "#" + text : location.pathname + location.search);
+    } catch (error) { /* a browser that refuses: the address just does not follow */ }
+  }
+
+  function readHash() {
+    const text = location.hash.replace(/^#/, "");
+    const [where, query] = [text.split("?")[0], text.split("?").slice(1).join("?")];
+    const params = new URLSearchParams(query);
+    for (const [key, id] of Object.entries(FILTERS)) {
+      const value = params.get(key) || "";
+      const node = byId(id);
+      node.value = value;
+      if (node.value !== value) node.value = ""; // an option the page does not have
+    }
+    const [classPart, checkPart, runPart] = where.split("/").map((p) => decodeURIComponent(p));
+    const name = classPart ? findClass(classPart) : null;
+    byId("f-all").checked = params.get("all") === "1" || Boolean(name && data.classes[name].hidden);
+    apply();
+    if (!name) { if (opened) { byId("detail").hidden = true; select(null); opened = null; } return; }
+    if (checkPart) {
+      const run = runPart ? Number(runPart) - 1 : undefined;
+      const r = run !== undefined ? run : data.runs.findIndex((x) => x.checks.includes(checkPart));
+      const c = r >= 0 && data.runs[r] ? data.runs[r].checks.indexOf(checkPart) : -1;
+      if (c >= 0) { showCell(name, r, c); return; }
+    }
+    openClass(name);
+    const tr = rowOf(name);
+    if (tr) tr.scrollIntoView({ block: "nearest" });
+  }
+  window.addEventListener("hashchange", readHash);
 
   // -- the second header row sticks below the first
 
@@ -197,5 +401,5 @@
     table.style.setProperty("--runs-height", runs ? runs.getBoundingClientRect().height + "px" : "0px");
   }
   window.addEventListener("resize", measure);
-  measure();
+  readHash();
 })();

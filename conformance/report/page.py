@@ -1,4 +1,4 @@
-"""Stage 4, report: run envelopes -> one self-contained HTML page, the matrix as a person explores it.
+"""Stage 4, report: run envelopes -> one self-contained HTML page that answers "does it work?".
 
 Contracts:
 
@@ -6,11 +6,28 @@ Contracts:
   envelopes alone (a pure function: no clock, no filesystem but the page's
   own CSS and script beside this module). It loads nothing: the CSS, the
   script and the cells' data (as JSON) are inside, so it works offline and
-  from ``file://``. It holds the legend, each run's summary, the matrix
-  (a row per class, a column per check and run, sortable and filterable
-  by check, verdict, modality and model family), each cell's reason,
-  metrics and reproducer one click away (`reproduce`), and the declared
-  flags the checks contradict.
+  from ``file://``. Top to bottom: the legend, each run's summary (a
+  headline, then a row per column: what it checks, its pass rate and
+  counts), the matrix (a row per class, a column per check and run, each
+  column header carrying its description on hover and its pass rate;
+  sortable and filterable by check, verdict or answer, modality and model
+  family), and the declared flags the checks contradict.
+* A cell's first colour answers "does it work here?" and its glyphs add the
+  gate's state (`answer.answer`: works ✓, does not work ✗ — known, or new
+  ✗! —, the suite could not check it 🚧, does not apply –, not run; ↑ an
+  improvement the expectations should take). Its detail (a click, or
+  Enter) says so in words with the column's description, the closeness to
+  the tolerance (`worst_ratio`, `atol`, `rtol` or `tolerance` where the
+  cell records them), the root cause (`findings.cause_of`), the reason, the
+  metrics and the command that reruns it (`reproduce`). A click on a class opens its view
+  (`class_view`): what works on which path, and what to do about the rest.
+* Internal and not-standalone rows (`answer.hidden_reason`) are hidden
+  until the "show internal" toggle is on.
+* The URL fragment opens a class, a cell and the filters, and follows them:
+  ``#Llava`` (the class's view), ``#Llava/export_dynamic`` (that cell's
+  detail; ``/2`` after the check: the second run's column), then
+  ``?check=…&verdict=…&modality=…&family=…&q=…&all=1``. A class is named
+  by its full name or without ``ForConditionalGeneration``, in any case.
 * Several envelopes are columns grouped per run, labelled by what differs
   between their environments (else by `sources`, the file names).
 * Nothing from an envelope becomes markup: text is HTML-escaped, the JSON
@@ -25,13 +42,18 @@ from html import escape
 from importlib import resources
 from typing import Sequence
 
-from conformance.report import render, summary
+from conformance.report import answer, class_view, findings, flag_advice, render, summary
 from conformance.report.reproduce import reproducer_template
-from conformance.verdicts import VERDICTS
+from conformance.verdicts import FAILING, VERDICTS, raw
 
 LABEL_FIELDS = ("transformers", "torch", "backend", "device", "dtype", "python", "device_name")
 SUFFIX = "ForConditionalGeneration"  # every discovered class ends so: the table shows the rest
-FILTER_VERDICTS = (("new", "new: fail, error, timeout, xpass"), ("notpass", "not passing"))
+FILTER_VERDICTS = (("works", "✓ works"), ("broken", "✗ does not work (known or new)"),
+                   ("nocheck", "🚧 the suite could not check"), ("new", "new: fail, error, timeout, xpass"),
+                   ("notpass", "not passing"))
+# A cell's closeness to its tolerance (where it records them) and the gate's note (why a listed cell is not xfail).
+EXTRA_FIELDS = ("tolerance", "worst_ratio", "gate")
+COUNTED = ("works", "broken", "nocheck", "na")
 
 
 def _e(value) -> str:
@@ -63,13 +85,16 @@ def run_labels(envelopes: Sequence[dict], sources: Sequence[str]) -> list[str]:
     return labels
 
 
-def _symbol(cell: dict | None) -> tuple[str, str]:
-    """(css class, symbol) of a cell; a listed build error is `kerr` 🚧."""
-    if cell is None:
-        return "none", ""
-    if cell["verdict"] == "xfail" and cell.get("expected") == "error":
-        return "xfail kerr", render.KNOWN_ERROR[0]
-    return cell["verdict"], render.SYMBOLS[cell["verdict"]]
+def short_name(name: str) -> str:
+    return name[: -len(SUFFIX)] if name.endswith(SUFFIX) and name != SUFFIX else name
+
+
+def cell_css(cell: dict | None) -> str:
+    """The cell's classes: its verdict (``none``: not run), its answer ``a-…``, its mark ``m-…`` (and ``kerr``
+    for a known harness gap)."""
+    what, mark = answer.answer(cell)
+    parts = [cell["verdict"] if cell else "none", f"a-{what}"] + ([f"m-{mark}"] if mark else [])
+    return " ".join(parts + (["kerr"] if mark == "gap" else []))
 
 
 def _cell_data(cell: dict | None, reasons: dict[str, int]) -> list | int:
@@ -77,11 +102,10 @@ def _cell_data(cell: dict | None, reasons: dict[str, int]) -> list | int:
         return 0
     reason = cell.get("reason", "")
     index = reasons.setdefault(reason, len(reasons)) if reason else -1
-    return [cell["verdict"], index, cell.get("seconds", 0), cell.get("metrics", {}), cell.get("expected", "")]
-
-
-def short_name(name: str) -> str:
-    return name[: -len(SUFFIX)] if name.endswith(SUFFIX) and name != SUFFIX else name
+    cause = findings.cause_of(cell) if raw(cell) in FAILING else ""
+    extra = {k: cell[k] for k in EXTRA_FIELDS if cell.get(k) not in (None, "")}
+    return [cell["verdict"], index, cell.get("seconds", 0), cell.get("metrics", {}), cell.get("expected", ""),
+            *answer.answer(cell), cause, extra]
 
 
 def _rows(envelopes: Sequence[dict]) -> dict[str, dict]:
@@ -93,30 +117,77 @@ def _rows(envelopes: Sequence[dict]) -> dict[str, dict]:
     return dict(sorted(rows.items()))
 
 
+def _key(css: str, glyph: str, text: str) -> str:
+    return f'<span class="key"><span class="v {css}">{_e(glyph)}</span> {_e(text)}</span>'
+
+
 def legend_html() -> str:
-    items = [f'<span class="key"><span class="v {v}">{render.SYMBOLS[v]}</span> {_e(render.MEANINGS[v])}</span>'
-             for v in VERDICTS]
-    items.append(f'<span class="key"><span class="v xfail kerr">{render.KNOWN_ERROR[0]}</span> '
-                 f'{_e(render.KNOWN_ERROR[1])}</span>')
-    items.append('<span class="key"><span class="v none"></span> not run</span>')
-    return '<p class="legend">' + " ".join(items) + "</p>"
+    answers = "".join(_key(f"a-{a}" + (" m-gap kerr" if a == "nocheck" else ""), glyph, text)
+                      for a, (glyph, text) in answer.ANSWERS.items())
+    marks = (_key("a-broken m-listed", "✗", answer.MARKS["listed"][1])
+             + _key("a-broken m-new", "✗!", answer.MARKS["new"][1])
+             + _key("a-works m-improved", "✓↑", answer.MARKS["improved"][1])
+             + _key("a-nocheck m-gap kerr", "🚧", answer.MARKS["gap"][1]))
+    return (f'<div class="legend"><p><strong>Does it work here?</strong> (the colour) {answers}</p>'
+            f'<p><strong>The gate\'s state</strong> (the mark) {marks}</p></div>')
 
 
-def summary_html(envelope: dict) -> str:
+def counts(cells: list[dict]) -> dict[str, int]:
+    """Answer -> how many of `cells` (`answer.answer`), with ``new``: the failures the expectations do not list."""
+    found = {a: 0 for a in COUNTED + ("new",)}
+    for cell in cells:
+        what, mark = answer.answer(cell)
+        found[what] = found.get(what, 0) + 1
+        found["new"] += what == "broken" and mark == "new"
+    return found
+
+
+def headline(envelope: dict, hidden: int) -> str:
+    """One sentence: how many classes and columns, how many cells work, do not, could not be checked."""
+    cells = [cell for row in envelope["models"].values() for c, cell in row["cells"].items()
+             if c in envelope["checks"]]
+    n = counts(cells)
+    works, applicable = n["works"], len(cells) - n["na"]
+    hidden_text = f" ({hidden} internal or not standalone, hidden until you show them)" if hidden else ""
+    return (f"{len(envelope['models'])} classes{hidden_text} × {len(envelope['checks'])} columns. "
+            f"Of the {applicable} cells that apply, {works} work ({100 * works // max(applicable, 1)}%), "
+            f"{n['broken']} do not ({n['broken'] - n['new']} known, {n['new']} new) and the suite could not "
+            f"check {n['nocheck']}; {n['na']} do not apply.")
+
+
+def _swatch(css: str, glyph: str, text: str) -> str:
+    return f'<th><span class="v {css}">{_e(glyph)}</span> {_e(text)}</th>'
+
+
+def summary_html(envelope: dict, hidden: int = 0) -> str:
+    not_run = render.not_run_columns(envelope)
+    described = any(answer.column_description(envelope, c) and c not in not_run for c in envelope["checks"])
     rows = []
-    for check_id, t in summary.tally(envelope).items():
-        detail = ", ".join(f"{n} {v}" for v, n in t.new_by_verdict.items())
-        rows.append(f"<tr><th>{_e(check_id)}</th><td>{_e(render.pass_rate(render.column(envelope, check_id)))}"
-                    f'</td><td class="pass">{t.passed}</td><td class="xfail">{t.known}</td>'
-                    f'<td class="{"fail" if t.new else ""}" title="{_e(detail)}">{t.new}</td>'
-                    f'<td class="skip">{t.not_applicable}</td></tr>')
-    parts = ['<table class="summary"><thead><tr><th>check</th><th>pass rate</th><th>pass</th><th>known</th>'
-             '<th>new</th><th>n/a</th></tr></thead><tbody>' + "".join(rows) + "</tbody></table>"]
+    for check_id in list(envelope["checks"]) + [c for c in not_run if c not in envelope["checks"]]:
+        cells = render.column(envelope, check_id)
+        n = counts(cells)
+        desc = f'<td class="desc">{_e(answer.column_description(envelope, check_id))}</td>' if described else ""
+        if check_id in not_run and not cells:
+            rows.append(f'<tr><th>{_e(check_id)}</th>{desc}<td colspan="6" class="notrun">not run: '
+                        f"{_e(not_run[check_id])}</td></tr>")
+            continue
+        rows.append(f'<tr><th><a href="#?check={_e(check_id)}">{_e(check_id)}</a></th>{desc}'
+                    f'<td>{_e(render.pass_rate(cells))}</td><td>{n["works"]}</td><td>{n["broken"] - n["new"]}</td>'
+                    f'<td class="{"some" if n["new"] else ""}">{n["new"]}</td><td>{n["nocheck"]}</td>'
+                    f'<td>{n["na"]}</td></tr>')
+    head = ("<th>column</th>" + ("<th>what it checks</th>" if described else "") + "<th>pass rate</th>"
+            + _swatch("a-works", "✓", "works") + _swatch("a-broken m-listed", "✗", "known")
+            + _swatch("a-broken m-new", "✗!", "new") + _swatch("a-nocheck m-gap kerr", "🚧", "could not check")
+            + _swatch("a-na", "–", "n/a"))
+    missing = ("" if described else '<p class="note">This run file has no column descriptions (it is older than '
+               "them): the next run's file has them.</p>")
+    parts = [f'<p class="headline">{_e(headline(envelope, hidden))}</p>{missing}',
+             f'<table class="summary"><thead><tr>{head}</tr></thead><tbody>' + "".join(rows) + "</tbody></table>"]
     for title, cells in (("Regressions: fail, error or timeout, not listed in the expectations",
                           summary.regressions(envelope)),
                          ("Stale expectations: passed, but listed as failing (remove them)", summary.stale(envelope))):
-        items = "".join(f"<li>{_e(c.model)} / {_e(c.check)}: {_e(c.verdict)}"
-                        f"{': ' + _e(c.reason) if c.reason else ''}</li>" for c in cells)
+        items = "".join(f"<li>{_e(c.model)} / {_e(c.check)}: {_e(c.verdict)}{': ' + _e(c.reason) if c.reason else ''} "
+                        f'<a href="#{_e(short_name(c.model))}/{_e(c.check)}">open</a></li>' for c in cells)
         parts.append(f'<details class="named"{" open" if cells else ""}><summary>{_e(title)} ({len(cells)})</summary>'
                      f'<ul>{items or "<li>none</li>"}</ul></details>')
     return "".join(parts)
@@ -129,7 +200,7 @@ def declared_html(envelope: dict) -> str:
     overclaimed, underclaimed = render.flag_disagreements(envelope)
 
     def observed(d) -> str:
-        return ", ".join(f'{_e(c)} <span class="v {v}">{render.SYMBOLS[v]}</span>' for c, v in d.observed.items())
+        return ", ".join(f"{_e(c)} {_e(v)}" for c, v in d.observed.items())
 
     over = "".join(f"<tr><td>{_e(d.model)}</td><td><code>{_e(d.flag)} = {_e(d.declared)}</code></td>"
                    f"<td>{observed(d)}</td><td>{_e(': '.join(d.first_failure))}</td></tr>" for d in overclaimed)
@@ -143,17 +214,25 @@ def declared_html(envelope: dict) -> str:
             f"<tbody>{under}</tbody></table></details>")
 
 
+def _check_header(envelope: dict, run: int, check_id: str) -> str:
+    cells = render.column(envelope, check_id)
+    rate = render.pass_rate(cells) if cells or check_id not in render.not_run_columns(envelope) else "not run"
+    desc = answer.column_description(envelope, check_id)
+    title = f"{check_id}: {desc} Pass rate {rate}." if desc else f"{check_id}: pass rate {rate}."
+    return (f'<th class="check" data-key="col" data-run="{run}" data-check="{_e(check_id)}" title="{_e(title)}">'
+            f'<span class="id">{_e(check_id)}</span><span class="rate">{_e(rate.split(" (")[0])}</span></th>')
+
+
 def matrix_html(envelopes: Sequence[dict], labels: Sequence[str], rows: dict[str, dict]) -> str:
     several = len(envelopes) > 1
     span = ' rowspan="2"' if several else ""
-    head = [f'<th{span} data-key="name" class="name">class (…{SUFFIX})</th><th{span} data-key="family">model_type</th>'
-            f'<th{span} data-key="modalities">modalities</th>']
+    head = [f'<th{span} data-key="name" class="name" title="class name without …{SUFFIX}">class</th>'
+            f'<th{span} data-key="family">model_type</th><th{span} data-key="modalities">modalities</th>']
     checks_row = []
     for r, (envelope, label) in enumerate(zip(envelopes, labels)):
         if several:
             head.append(f'<th class="run" colspan="{len(envelope["checks"])}" data-run="{r}">{_e(label)}</th>')
-        checks_row += [f'<th class="check" data-key="col" data-run="{r}" data-check="{_e(c)}"><span>{_e(c)}</span></th>'
-                       for c in envelope["checks"]]
+        checks_row += [_check_header(envelope, r, c) for c in envelope["checks"]]
     thead = (f'<tr class="runs">{"".join(head)}</tr><tr class="checks">{"".join(checks_row)}</tr>' if several
              else f'<tr class="checks">{"".join(head + checks_row)}</tr>')
     body = []
@@ -163,15 +242,17 @@ def matrix_html(envelopes: Sequence[dict], labels: Sequence[str], rows: dict[str
         for envelope in envelopes:
             own = envelope["models"].get(name, {}).get("cells", {})
             for check_id in envelope["checks"]:
-                css, symbol = _symbol(own.get(check_id))
-                cells.append(f'<td class="v {css}" tabindex="0">{symbol}</td>')
-        body.append(f'<tr data-family="{_e(row.get("model_type", ""))}" data-modalities="{_e(modalities)}">'
-                    f'<th class="name">{_e(short_name(name))}</th><td>{_e(row.get("model_type", ""))}</td>'
+                cell = own.get(check_id)
+                cells.append(f'<td class="v {cell_css(cell)}" tabindex="0">{_e(answer.symbol(cell))}</td>')
+        hidden = ' class="internal" data-internal="1" hidden' if answer.hidden_reason(name, row) else ""
+        body.append(f'<tr data-family="{_e(row.get("model_type", ""))}" data-modalities="{_e(modalities)}"{hidden}>'
+                    f'<th class="name"><a href="#{_e(short_name(name))}">{_e(short_name(name))}</a></th>'
+                    f'<td>{_e(row.get("model_type", ""))}</td>'
                     f'<td>{_e(", ".join(row.get("modalities", ())))}</td>{"".join(cells)}</tr>')
     return f'<table id="matrix"><thead>{thead}</thead><tbody>{"".join(body)}</tbody></table>'
 
 
-def filters_html(envelopes: Sequence[dict], rows: dict[str, dict]) -> str:
+def filters_html(envelopes: Sequence[dict], rows: dict[str, dict], hidden: int) -> str:
     def select(name: str, label: str, options: list[tuple[str, str]]) -> str:
         opts = "".join(f'<option value="{_e(v)}">{_e(t)}</option>' for v, t in [("", "all")] + options)
         return f'<label>{_e(label)} <select id="f-{name}">{opts}</select></label>'
@@ -183,14 +264,29 @@ def filters_html(envelopes: Sequence[dict], rows: dict[str, dict]) -> str:
         for m in row.get("modalities", ()):
             modalities[m] = modalities.get(m, 0) + 1
     checks = list(dict.fromkeys(c for e in envelopes for c in e["checks"]))
-    verdicts = [(v, f"{render.SYMBOLS[v]} {v}") for v in VERDICTS] + list(FILTER_VERDICTS)
+    verdicts = list(FILTER_VERDICTS) + [(v, f"verdict {v}") for v in VERDICTS]
     return ('<form id="filters" onsubmit="return false">'
             '<label>class <input id="f-text" type="search" placeholder="name or model_type"></label>'
             + select("check", "check", [(c, c) for c in checks])
-            + select("verdict", "verdict", verdicts)
+            + select("verdict", "cells", verdicts)
             + select("modality", "modality", [(m, f"{m} ({n})") for m, n in sorted(modalities.items())])
             + select("family", "model family", [(f, f"{f} ({n})") for f, n in sorted(families.items())])
-            + f'<output id="shown">{len(rows)} of {len(rows)} classes</output></form>')
+            + f'<label><input id="f-all" type="checkbox"> show internal and not-standalone classes ({hidden})</label>'
+            + f'<output id="shown">{len(rows) - hidden} of {len(rows)} classes</output></form>')
+
+
+def class_data(envelopes: Sequence[dict], sources: Sequence[str], rows: dict[str, dict]) -> dict[str, dict]:
+    """Class -> what its view shows: row facts, why it is hidden, and per run its paths and what to do."""
+    advice = [flag_advice.advise_one(e, s) for e, s in zip(envelopes, sources)]
+    groups = [findings.group_failures([e]) for e in envelopes]
+    data = {}
+    for name, row in rows.items():
+        views = [{"states": class_view.states(e, name), "todo": class_view.todo(e, name, s, a, g)}
+                 if name in e["models"] else None for e, s, a, g in zip(envelopes, sources, advice, groups)]
+        data[name] = {"short": short_name(name), "hidden": answer.hidden_reason(name, row),
+                      "facts": [row.get("model_type", ""), ", ".join(row.get("modalities", ())), row.get("kind", ""),
+                                (row.get("tiny") or {}).get("parameters", "")], "views": views}
+    return data
 
 
 def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
@@ -199,17 +295,22 @@ def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
     sources = list(sources) + [f"run {i + 1}" for i in range(len(sources), len(envelopes))]
     labels = run_labels(envelopes, sources)
     rows = _rows(envelopes)
+    hidden = sum(bool(answer.hidden_reason(name, row)) for name, row in rows.items())
     reasons: dict[str, int] = {}
     cells = {name: [[_cell_data(e["models"].get(name, {}).get("cells", {}).get(c), reasons) for c in e["checks"]]
                     for e in envelopes] for name in rows}
-    data = {"runs": [{"label": label, "checks": e["checks"],
+    data = {"runs": [{"label": label, "checks": e["checks"], "source": source, "paths": class_view.paths(e),
+                      "descriptions": {c: answer.column_description(e, c) for c in e["checks"]},
                       "reproducers": {c: reproducer_template(e["environment"], c) for c in e["checks"]}}
-                     for e, label in zip(envelopes, labels)],
+                     for e, label, source in zip(envelopes, labels, sources)],
             "meanings": {**{v: [render.SYMBOLS[v], render.MEANINGS[v]] for v in VERDICTS},
                          "kerr": list(render.KNOWN_ERROR)},
-            "names": list(rows), "reasons": list(reasons), "cells": cells}
+            "answers": {a: list(v) for a, v in answer.ANSWERS.items()},
+            "marks": {m: list(v) for m, v in answer.MARKS.items()},
+            "names": list(rows), "reasons": list(reasons), "cells": cells,
+            "classes": class_data(envelopes, sources, rows)}
     several = len(envelopes) > 1
-    per_run = "".join((f"<h3>{_e(label)}</h3>" if several else "") + summary_html(e)
+    per_run = "".join((f"<h3>{_e(label)}</h3>" if several else "") + summary_html(e, hidden)
                       for e, label in zip(envelopes, labels))
     declared = "".join((f"<h3>{_e(label)}</h3>" if several else "") + declared_html(e)
                        for e, label in zip(envelopes, labels))
@@ -225,14 +326,16 @@ def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
 {_asset("page.css")}</style>
 </head>
 <body>
-<header><h1>vlm-conformance matrix</h1><ul class="env">{environments}</ul>{legend_html()}
-<p class="hint">Click a cell for its reason, metrics and the command that reruns it; click a column header to sort.</p>
+<header><h1>vlm-conformance: does it work?</h1><ul class="env">{environments}</ul>{legend_html()}
+<p class="hint">Click a class for what works on which path and what to do about the rest, a cell for its reason,
+metrics and the command that reruns it, a column header to sort; the address follows (copy it to link here).</p>
 </header>
 <main>
-<section id="matrix-section"><h2>Matrix</h2>{filters_html(envelopes, rows)}
+<section id="summary"><h2>Summary</h2><p class="note">{_e(render.PASS_RATE_NOTE)} Known: listed in
+fixtures/expectations; new: not listed (the gate fails on it); could not check: the suite's own gap; n/a: does not
+apply.</p>{per_run}</section>
+<section id="matrix-section"><h2>Matrix</h2>{filters_html(envelopes, rows, hidden)}
 <div class="scroll">{matrix_html(envelopes, labels, rows)}</div></section>
-<section id="summary"><h2>Summary</h2><p>{_e(render.PASS_RATE_NOTE)} New: fail, error, timeout or xpass;
-known: listed in fixtures/expectations; n/a: does not apply.</p>{per_run}</section>
 <section id="declared"><h2>Declared vs observed</h2>{declared}</section>
 </main>
 <aside id="detail" hidden><button type="button" id="detail-close" aria-label="close">×</button>

@@ -46,7 +46,10 @@ Contract:
   run, its tests, shards, render and explain use); `get(id)` one check
   (KeyError naming the known ids); `describe(ids)` what the run file says
   of each check (column, observes, lists, compares, tolerance, requires, extra, opt_in), so that reports
-  need no registry.
+  need no registry, and `description`, the one line that says what the check
+  checks: the first line of the check function's docstring, else its
+  module's first line when that reads ``Check `<id>`: <description>`` (the
+  page shows it on the column; omitted when neither has one).
 
 Registering is all a new check needs: the run generates its test
 (`conformance.run.cells`), the envelope and the matrix get its column.
@@ -56,7 +59,9 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import pkgutil
+import sys
 from dataclasses import dataclass
 from typing import Callable
 
@@ -158,9 +163,21 @@ def opt_in_reason(check_id: str) -> str:
     return f"opt-in column, run only when named: --checks {ids} (tox -e {group})"
 
 
+def description(spec: Check) -> str:
+    """The one line that says what a check checks: its function's docstring's first line, else its module's
+    ``Check `<id>`: ...`` first line without that prefix; "" when neither says."""
+    doc = inspect.getdoc(spec.run)
+    if doc:
+        return doc.splitlines()[0].strip()
+    lines = (getattr(sys.modules.get(spec.module), "__doc__", None) or "").strip().splitlines()
+    prefix = f"Check `{spec.id}`:"
+    return lines[0][len(prefix):].strip() if lines and lines[0].startswith(prefix) else ""
+
+
 def describe(ids) -> dict[str, dict]:
     """What a run file records of each check of `ids` (known ones): column, observed flags, listed metric,
-    compared metrics and the backend of their tolerance, required packages and their extra, the opt-in group."""
+    compared metrics and the backend of their tolerance, required packages and their extra, the opt-in group,
+    the one-line description (`description`, when there is one)."""
     checks = load_all()
     described = {}
     for check_id in ids:
@@ -178,5 +195,7 @@ def describe(ids) -> dict[str, dict]:
             entry["extra"] = spec.extra
         if spec.opt_in:
             entry["opt_in"] = spec.opt_in
+        if description(spec):
+            entry["description"] = description(spec)
         described[check_id] = entry
     return described

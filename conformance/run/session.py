@@ -12,7 +12,9 @@ model or its inputs cannot be made, the build stage's `RowVerdict` when it
 decided the whole row (a model failure, a class that is not standalone), and
 failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
 process's part file; `write_envelope()` merges every part file into the
-envelope at ``--matrix-out``. `session_of(config)` is the run's Session.
+envelope at ``--matrix-out``, its environment with the run's command
+(`run_environment`: paths as names anyone can resolve, `report.provenance`).
+`session_of(config)` is the run's Session.
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance import locations
 from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import RowVerdict
 from conformance.checks.common.outcome import Outcome
@@ -33,7 +34,7 @@ from conformance.gate.expectations import run_conditions
 from conformance.gate.ratchet import judge
 from conformance.reasons import one_line
 from conformance.report import envelope as report
-from conformance.report import io
+from conformance.report import io, provenance
 from conformance.run import isolation, options, shards
 from conformance.run.records import PartsDir, make_record, peak_memory
 from conformance.verdicts import FAILING
@@ -123,8 +124,15 @@ class Session:
         """The expectations files this run applied, with their conditions and how many cells each."""
         if self.applied is None:
             return []
-        return [{"file": locations.shown(s.path), "conditions": s.conditions, "cells": s.cells}
-                for s in self.applied.sources]
+        return [{"file": provenance.portable(str(Path(s.path).resolve())), "conditions": s.conditions,
+                 "cells": s.cells} for s in self.applied.sources]
+
+    def run_environment(self) -> dict:
+        """The environment of this run (`report.environment`) with its command (`provenance.run_command`)."""
+        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        params = self.config.invocation_params
+        env["command"] = provenance.run_command(params.args, params.dir)
+        return env
 
     def has_selection(self) -> bool:
         """Whether --models or an impact option narrows the classes."""
@@ -251,7 +259,7 @@ class Session:
         models = sorted({r["model"] for r in records})
         # The columns: those with cells, and those this run would have had but could not run (said so, not hidden).
         checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)]
-        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        env = self.run_environment()
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
         env["expectations"] = self.expectations_applied()
         envelope = report.build_envelope(records, env, checks, self.source.rows(models), describe(checks),

@@ -191,7 +191,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     if parts:
         envelopes = [report.load_envelope(p) for p in parts]
         merged = envelopes[0] if len(parts) == 1 else report.merge_envelopes(envelopes, [p.name for p in parts])
-        if len(parts) > 1:
+        if parts != [files.out]:
             io.write_json_atomic(files.out, merged)
         cells = cells_of(merged)
     io.write_json_atomic(files.done_note, {"id": job["id"], "command": job["command"], "exit": rc, "cells": cells,

@@ -9,7 +9,8 @@ Contracts:
   --checks compile_prefill,compile_decode``), one per opt-in group
   (``dynamic``: ``--checks compile_dynamic,export_dynamic``) and one per
   extra (``onnx``, ``executorch``: the checks that extra installs). With
-  `checks`, each group keeps only those (a group left empty is dropped).
+  `checks`, each group keeps only those (a group left empty is dropped);
+  a plan with `Request.checks` records the others as not run.
 * `plan(...)` is the job list (a JSON-able dict, schema `SCHEMA`): for each
   version and chosen group, the fewest shards whose expected wall fits the
   budget (`run.shards.plan`, from the published seconds the run's ``--shard``
@@ -227,10 +228,15 @@ def _job(request: Request, version: versions.Version, group: Group, index: int, 
 def plan(request: Request, root: Path, names_of=None) -> dict:
     """The job list of `request` (see the module's contract). `names_of(version)` gives the classes of a version
     (default: discovered where it is installed, else its published matrix's)."""
-    from conformance.checks.common.registry import describe
+    from conformance.checks.common.registry import check_ids, describe
 
-    groups = column_groups(list(request.checks))
-    chosen, not_run = choose_groups(groups, list(request.groups), request.extras)
+    chosen, not_run = choose_groups(column_groups(), list(request.groups), request.extras)
+    if request.checks:
+        kept = {g.name for g in column_groups(list(request.checks))}
+        left = {c for g in chosen if g.backend == "eager" for c in g.checks if c not in request.checks}
+        chosen = [g for g in column_groups(list(request.checks)) if g.name in {c.name for c in chosen} & kept]
+        why = f"not in this publishing run (--checks {','.join(request.checks)})"
+        not_run = {c: not_run.get(c, why) for c in check_ids() if c in not_run or c in left}
     if not chosen:
         raise JobsError("no column group left to run: check --groups, --extras and --checks")
     names_of = names_of or (lambda version: default_names(version, request, root))

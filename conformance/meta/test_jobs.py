@@ -307,3 +307,64 @@ def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_r
     assert single["not_run"]["static_cache"] == f"not in this publishing run (--checks {','.join(CHECKS)})"
     assert all(single["not_run"][c] for c in expected)
     assert single["checks"] == [c for c in registry.check_ids()]  # every column, in column order
+
+
+# --------------------------------------------------------------------------- the workflow (.github/workflows/matrix.yml)
+
+
+WORKFLOW = locations.REPOSITORY / ".github" / "workflows" / "matrix.yml"
+
+
+@pytest.fixture(scope="module")
+def workflow():
+    yaml = pytest.importorskip("yaml")
+    if not WORKFLOW.exists():
+        pytest.skip("an installed package: no workflow")
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _runs(job: dict) -> list[str]:
+    return [step["run"] for step in job["steps"] if "run" in step]
+
+
+def test_the_workflow_plans_runs_each_entry_on_its_own_runner_and_publishes(workflow):
+    plan, run, publish = (workflow["jobs"][name] for name in ("plan", "run", "publish"))
+    assert run["needs"] == "plan" and set(publish["needs"]) == {"plan", "run"}
+    listing = next(step for step in plan["steps"] if step.get("id") == "list")
+    assert plan["outputs"]["matrix"] == "${{ steps.list.outputs.matrix }}" and "--github" in listing["run"]
+    assert run["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    used = {word.split(".", 1)[1].rstrip("}").strip() for text in json.dumps(run).split("${{")[1:]
+            for word in [text.split("}}")[0].strip()] if word.startswith("matrix.")}
+    entry = joblists.github_matrix({"jobs": [{k: "x" for k in ("id", "env", "group", "constraints", "extras",
+                                                               "out")}]})["include"][0]
+    assert used and used <= set(entry)  # every matrix key the runner reads is in an entry
+    uploaded = next(s for s in run["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    downloaded = [s for s in publish["steps"] if s.get("with", {}).get("pattern") == "envelope-*"]
+    assert uploaded["with"]["path"] == downloaded[0]["with"]["path"] == joblists.OUT_DIR + "/"
+
+
+def test_the_workflow_installs_by_the_readme_s_command(workflow):
+    from conformance.meta.test_project import readme_commands
+
+    install = readme_commands()[0].split(" && .venv/bin/python")[0]  # the venv and the pip line
+    assert install.startswith("python3 -m venv .venv && .venv/bin/pip install -c constraints/gate.txt")
+    for name in ("plan", "publish"):
+        assert install in _runs(workflow["jobs"][name])
+    entry = install.replace("constraints/gate.txt", '"constraints/$CONSTRAINTS"').replace("'.[dev]'", '".[$EXTRAS]"')
+    assert entry in _runs(workflow["jobs"]["run"])
+
+
+def test_every_conformance_jobs_command_of_the_workflow_parses(workflow):
+    import shlex
+
+    from conformance.tools import jobs_cli
+
+    found = []
+    for job in workflow["jobs"].values():
+        for text in _runs(job):
+            for line in text.replace("\\\n", " ").splitlines():
+                if "conformance jobs" in line:
+                    words = shlex.split(line.split("conformance jobs", 1)[1].split(")")[0])
+                    found.append(words)
+                    jobs_cli.build_parser(cli.CliError).parse_args(["1" if w.startswith("$") else w for w in words])
+    assert [words[0] for words in found] == ["list", "run", "publish"]

@@ -255,7 +255,8 @@ def test_a_killed_run_continues_where_it_stopped_and_runs_no_recorded_cell_again
     assert (OK, "export_dynamic") in again  # the cell it was killed in did
     assert all(check.endswith("_dynamic") for _, check in again)  # the finished plain jobs did not run again
     files = JobFilesOf(stopped_run["root"], stopped_run["joblist"], "dynamic")
-    assert files.done() and not files.attempts() and not files.parts.path.exists()
+    job = next(j for j in stopped_run["joblist"]["jobs"] if j["group"] == "dynamic")
+    assert files.done(job["command"]) and not files.attempts() and not files.parts.path.exists()
 
 
 def test_a_deleted_job_runs_again_alone_and_an_unnoted_envelope_is_kept(stopped_run, one_run, tmp_path):
@@ -275,6 +276,22 @@ def test_a_deleted_job_runs_again_alone_and_an_unnoted_envelope_is_kept(stopped_
     assert verdicts(json.loads(plain.out.read_text())) == kept
     merged = job_publish.merge_version(joblist, joblist["versions"][0]["env"], root)
     assert verdicts(merged) == verdicts(one_run[2])
+
+
+def test_files_another_command_left_under_a_job_s_name_are_cleared_not_merged(tmp_path):
+    job = {"id": "gate-plain-1of1", "out": "jobs/gate/plain-1of1.json",
+           "command": ["python", "-m", "pytest", "test_matrix.py", "--models", "A*"]}
+    other = job["command"][:-1] + ["B*"]  # an earlier list with other --models wrote the same file names
+    files = job_run.JobFiles(tmp_path / job["out"])
+    files.out.parent.mkdir(parents=True)
+    files.out.write_text("{}")
+    files.done_note.write_text(json.dumps({"command": other, "cells": 3}))
+    files.started.write_text(json.dumps({"command": other}))
+    assert files.done(other) and not files.done(job["command"]) and not files.belongs_to(job["command"])
+    result = job_run.run_job(job, tmp_path, shutil.which("true"))  # a command that records no cell
+    assert (result.status, result.cells) == ("done", 0) and not files.out.exists()
+    assert "the files here were another command's: cleared" in files.log.read_text()
+    assert files.done(job["command"]) and files.belongs_to(job["command"])
 
 
 def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):

@@ -30,7 +30,7 @@ from conformance.tools.jobs import JobsError
 def unfinished(joblist: dict, root: Path, env: str | None = None) -> list[str]:
     """The ids of the jobs (of `env`, else all) that have not finished."""
     return [job["id"] for job in joblist["jobs"]
-            if (env is None or job["env"] == env) and not JobFiles(root / job["out"]).done()]
+            if (env is None or job["env"] == env) and not JobFiles(root / job["out"]).done(job["command"])]
 
 
 def _with_not_run(envelope: dict, not_run: dict[str, str], check_info: dict) -> dict:

@@ -4,8 +4,10 @@ Contracts:
 
 * `run_job(job, root, python)` runs one entry's command in `root` (``python``
   replaced by `python`, the job list's `env` set) and returns a `JobResult`.
-  A job whose envelope and done note (`JobFiles.done_note`) are there is
-  skipped (`rerun=True` clears them and runs it again). Otherwise what an
+  A job whose envelope and done note (`JobFiles.done_note`) of the same
+  command are there is skipped (`rerun=True` clears them and runs it
+  again); files another command left under the job's name (another
+  ``--models``, another plan) are cleared, never merged. Otherwise what an
   earlier, stopped try left is kept as an attempt envelope beside the job's:
   the envelope a Ctrl-C'd run wrote (no done note), and the part files of a
   killed one (rebuilt by ``conformance merge --parts`` under the job's
@@ -57,6 +59,11 @@ class JobFiles:
         return self.out.with_name(self.out.stem + ".done.json")
 
     @property
+    def started(self) -> Path:
+        """The command of the job's latest try (what its files belong to)."""
+        return self.out.with_name(self.out.stem + ".started.json")
+
+    @property
     def log(self) -> Path:
         return self.out.with_name(self.out.stem + ".log")
 
@@ -76,17 +83,24 @@ class JobFiles:
         taken = [int(p.stem.rsplit("-", 1)[1]) for p in self.attempts()]
         return self.out.with_name(f"{self.out.stem}.attempt-{max(taken, default=0) + 1}.json")
 
-    def done(self) -> bool:
-        return self.done_note.exists() and (self.out.exists() or not self._note().get("cells"))
+    def done(self, command: list[str]) -> bool:
+        """Whether `command` finished here: its done note is there, and its envelope (unless it recorded none)."""
+        note = self._read(self.done_note)
+        return note.get("command") == command and (self.out.exists() or not note.get("cells"))
 
-    def _note(self) -> dict:
+    def belongs_to(self, command: list[str]) -> bool:
+        """Whether what lies here was left by `command` (or nothing does): else it is another job's, to clear."""
+        return self._read(self.started).get("command", command) == command
+
+    @staticmethod
+    def _read(path: Path) -> dict:
         try:
-            return json.loads(self.done_note.read_text())
+            return json.loads(path.read_text())
         except (OSError, json.JSONDecodeError):
             return {}
 
     def clear(self) -> None:
-        for path in [self.out, self.done_note, self.resume_args, *self.attempts()]:
+        for path in [self.out, self.done_note, self.started, self.resume_args, *self.attempts()]:
             path.unlink(missing_ok=True)
         self.parts.clear()
 
@@ -162,13 +176,17 @@ def _last_error(log: Path) -> str:
 def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict | None = None) -> JobResult:
     """Run one entry of a job list, resuming what a stopped try of it left (see the module's contract)."""
     files = JobFiles(root / job["out"])
-    if rerun:
+    stale = not files.belongs_to(job["command"])  # left by another command under this name (other --models, ...)
+    if rerun or stale:
         files.clear()
-    elif files.done():
-        return JobResult(job["id"], "skipped", cells=files._note().get("cells", 0))
+    elif files.done(job["command"]):
+        return JobResult(job["id"], "skipped", cells=files._read(files.done_note).get("cells", 0))
     files.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(files.log, "a") as log:
+        if stale:
+            log.write("\n== the files here were another command's: cleared\n")
+        io.write_json_atomic(files.started, {"id": job["id"], "command": job["command"]})
         _salvage(files, python, root, log)
         attempts = files.attempts()
         recorded = _recorded(attempts)

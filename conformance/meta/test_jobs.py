@@ -326,7 +326,7 @@ def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_r
     assert single["checks"] == [c for c in registry.check_ids()]  # every column, in column order
 
 
-# --------------------------------------------------------------------------- the workflow (.github/workflows/matrix.yml)
+# --------------------------------------------------------------------------- the workflow (.github/workflows/)
 
 
 WORKFLOW = locations.REPOSITORY / ".github" / "workflows" / "matrix.yml"

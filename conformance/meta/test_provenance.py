@@ -88,7 +88,8 @@ class _Distribution:
 
 @pytest.mark.parametrize("direct_url, expected", [
     (None, "release"),
-    ({"url": "https://github.com/huggingface/transformers", "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef"}},
+    ({"url": "https://github.com/huggingface/transformers",
+      "vcs_info": {"vcs": "git", "commit_id": "0123456789abcdef"}},
      "git https://github.com/huggingface/transformers@0123456789ab"),
     ({"url": "file:///somewhere/on/this/machine/transformers-5.24.0-py3-none-any.whl", "archive_info": {}},
      "archive transformers-5.24.0-py3-none-any.whl"),

@@ -49,7 +49,8 @@ def _with_not_run(envelope: dict, not_run: dict[str, str], check_info: dict) -> 
 def merge_version(joblist: dict, env: str, root: Path) -> dict:
     listed = next((v for v in joblist["versions"] if v["env"] == env), None)
     if listed is None:
-        raise JobsError(f"the job list has no version {env!r}; it has {', '.join(v['env'] for v in joblist['versions'])}")
+        listed_envs = ", ".join(v["env"] for v in joblist["versions"])
+        raise JobsError(f"the job list has no version {env!r}; it has {listed_envs}")
     left = unfinished(joblist, root, env)
     if left:
         raise JobsError(f"{len(left)} job(s) of {env} have not finished ({', '.join(left[:5])}"

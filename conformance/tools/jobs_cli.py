@@ -43,7 +43,7 @@ def _selection(parser) -> None:
     parser.add_argument("--checks", default="", help="keep only these check ids in every group")
     parser.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
     parser.add_argument("--budget", type=float, default=joblists.DEFAULT_BUDGET,
-                        help=f"seconds a job may take (default {joblists.DEFAULT_BUDGET:g}), from the published seconds")
+                        help=f"seconds a job may take (default {joblists.DEFAULT_BUDGET:g}), by the published seconds")
     parser.add_argument("--shards", default="", help="N, or GROUP=N,...: shards instead of the budget's")
     parser.add_argument("--workers", type=int, default=2, help="xdist workers per job (default 2; 1: no xdist)")
     parser.add_argument("--out-dir", default=joblists.OUT_DIR, help=f"the jobs' envelopes (default {joblists.OUT_DIR})")

@@ -114,7 +114,15 @@ def test_estimates_count_only_the_columns_the_run_fills():
         "export_forward": {"seconds": 2.0}, "export_onnx": {"seconds": 30.0}}}}}
     assert shard.estimates(envelope, ["compile_prefill", "export_forward"]) == {"M": 11.0}
     assert shard.estimates(envelope, ["compile_prefill", "export_forward"], "inductor") == {"M": 42.0}
-    assert shard.estimates(envelope, ["static_cache"]) == {"M": 0.0}
+    assert shard.estimates(envelope, ["static_cache"]) == {}  # no cell in the run's columns: no estimate
+
+
+def test_a_column_never_published_splits_by_name_not_all_into_the_first_share():
+    envelope = {"models": {f"M{i}": {"cells": {"build": {"seconds": 1.0}}} for i in range(12)}}
+    seconds = shard.estimates(envelope, ["executorch"])
+    shares = [shard.share_of(sorted(envelope["models"]), f"{i}/3", seconds) for i in (1, 2, 3)]
+    assert sorted(n for s in shares for n in s) == sorted(envelope["models"])
+    assert all(shares), shares  # with 0 s for every class, the least-loaded share was always the first
 
 
 def test_plan_takes_the_fewest_shards_that_fit_the_budget(monkeypatch):

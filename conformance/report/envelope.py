@@ -2,8 +2,12 @@
 
 Contracts:
 
-* `environment(device, dtype, backend)` describes this machine and run;
-  `suite_version()` this suite.
+* `environment(device, dtype, backend)` describes this machine and run,
+  with where its transformers came from (`provenance.transformers_source`);
+  `suite_version()` this suite (its version, and `git describe --always
+  --dirty` of a checkout). An envelope records where it came from in
+  names anyone can resolve, never a path of the machine that made it
+  (`conformance.report.provenance`).
 * `build_envelope(records, env, checks, models)` makes the envelope (schema
   `vlm-conformance/1`) from cell records (later records of a cell replace
   earlier ones), its `summary` counting verdicts per check; `not_run` maps
@@ -18,7 +22,8 @@ Contracts:
   columns) alike; a cell in two of them is an error; a run under another
   dynamo backend than the first file's (`--backend inductor`) joins as its
   own columns, ``compile_prefill@inductor`` next to ``compile_prefill``
-  (`as_backend_columns`);
+  (`as_backend_columns`); the merged environment lists the merged runs
+  under ``runs`` (each one's command, created, suite commit: `runs_of`);
   `envelope_from_parts` rebuilds an envelope from an interrupted run's part
   files.
 """
@@ -28,11 +33,11 @@ from __future__ import annotations
 import datetime
 import json
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any, Iterable
 
 from conformance import locations
+from conformance.report import provenance
 from conformance.report.io import read_records
 from conformance.verdicts import VERDICTS
 
@@ -67,11 +72,9 @@ def suite_version() -> dict[str, str]:
         ver = version("vlm-conformance")
     except PackageNotFoundError:
         ver = "0+unknown"
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=locations.REPOSITORY, capture_output=True,
-                                text=True, timeout=5).stdout.strip()
-    except Exception:
-        commit = ""
+    # Only a checkout's own repository: an installed package's parent folder may lie inside another one.
+    checkout = (locations.REPOSITORY / ".git").exists()
+    commit = provenance.git(["describe", "--always", "--dirty"], locations.REPOSITORY) if checkout else ""
     return {"version": ver, "commit": commit}
 
 
@@ -90,6 +93,7 @@ def environment(device: str, dtype: str, backend: str) -> dict[str, str]:
         "device_name": name,
         "dtype": dtype,
         "backend": backend,
+        "transformers_source": provenance.transformers_source(),
     }
 
 
@@ -232,11 +236,13 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     appears in two run files (a true duplicate: merge the rerun instead of
     the old one). A column one run file could not run (`not_run`) and another
     ran is a run column. The merged environment is the first file's, numeric
-    extras (peak memory) taken as the maximum over the files. A run under
-    another backend joins as its own columns (`as_backend_columns`).
+    extras (peak memory) taken as the maximum over the files, less the one
+    run's `command`: the merged runs are `environment.runs` (`runs_of`). A run
+    under another backend joins as its own columns (`as_backend_columns`).
     """
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
+    runs = [run for envelope, source in zip(envelopes, sources) for run in runs_of(envelope, source)]
     first_backend = envelopes[0]["environment"].get("backend")
     envelopes = [e if e["environment"].get("backend") == first_backend else as_backend_columns(e, first_backend, s)
                  for e, s in zip(envelopes, sources)]
@@ -250,6 +256,8 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     rows: dict[str, dict] = {}
     owner: dict[tuple[str, str], str] = {}
     merged_env = _merge_environments([e["environment"] for e in envelopes])
+    merged_env.pop("command", None)  # one run's: the merged runs' are under `runs`
+    merged_env["runs"] = runs
     for envelope, source in zip(envelopes, sources):
         for model, row in envelope["models"].items():
             merged = rows.setdefault(model, {**{k: v for k, v in row.items() if k != "cells"}, "cells": {}})
@@ -283,6 +291,16 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     }
 
 
+def runs_of(envelope: dict, source: str) -> list[dict]:
+    """The runs an envelope holds, each {command, created, suite}: a merged one's `environment.runs`, else the
+    run itself (its `environment.command`; a run file older than that field: the file's name)."""
+    env = envelope["environment"]
+    if isinstance(env.get("runs"), list):
+        return list(env["runs"])
+    return [{"command": env.get("command") or Path(source).name, "created": envelope.get("created", ""),
+             "suite": (envelope.get("suite") or {}).get("commit", "")}]
+
+
 def backend_dependent(check_info: dict) -> bool:
     """Whether a check's verdict depends on the run's dynamo backend: it compares within the run's backend
     tolerance (`check_info` names no fixed `tolerance`: the compile checks), so it compiled with that backend."""
@@ -304,7 +322,8 @@ def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
     """A run under another dynamo backend, as columns that sit next to the main run's: each backend-dependent
     check `c` becomes `c@<backend>` (check_info says `backend`; its column just after `c`'s), the others (build,
     export) are dropped (the main run has them), and its environment is the main run's backend with this run's
-    under `environment.backends`. Raises EnvelopeError when the run has no backend-dependent column."""
+    under `environment.backends` (its command, or the run file's name: never a path). Raises EnvelopeError when
+    the run has no backend-dependent column."""
     env = envelope["environment"]
     backend = env.get("backend") or "?"
     info = envelope.get("check_info") or {}
@@ -325,7 +344,7 @@ def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
     for name, row in envelope["models"].items():
         cells = {renamed[c]: cell for c, cell in row["cells"].items() if c in renamed}
         models[name] = {**{k: v for k, v in row.items() if k != "cells"}, "cells": cells}
-    backends = {backend: {"source": source, "created": envelope.get("created"),
+    backends = {backend: {"source": env.get("command") or Path(source).name, "created": envelope.get("created"),
                           "expectations": env.get("expectations", [])}}
     return {
         **envelope,

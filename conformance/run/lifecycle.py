@@ -38,7 +38,6 @@ import sys
 import pytest
 
 from conformance import locations
-from conformance.report import envelope as report
 from conformance.report import io, pages, summary
 from conformance.run import isolation, options, shards
 
@@ -72,8 +71,7 @@ class LifecycleHooks:
         if removed:
             sys.stderr.write(f"conformance: removed {removed} part file(s) an earlier interrupted run left in "
                              f"{state.parts.path}\n")
-        io.write_json_atomic(state.parts.environment,
-                             report.environment(state.device, state.dtype_name, state.backend))
+        io.write_json_atomic(state.parts.environment, state.run_environment())
 
     def pytest_collection_finish(self, session):
         # What is alive now (torch, transformers, every discovered class) lives until the end. Freezing it keeps

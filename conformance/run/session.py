@@ -14,10 +14,12 @@ decided the whole row (a model failure, a class that is not standalone),
 cells are not run: `record_not_run`, a row with the reason and no cells), and
 failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
 process's part file; `write_envelope()` merges every part file into the
-envelope at ``--matrix-out``: with an impact option it records the
-selection (`environment.selection`: the changed files, the --since ref, the
-classes), and an impact selection of no class (`nothing_to_check()`) still
-writes one, without cells. `session_of(config)` is the run's Session.
+envelope at ``--matrix-out``, its environment with the run's command
+(`run_environment`: paths as names anyone can resolve, `report.provenance`):
+with an impact option it records the selection (`environment.selection`: the
+changed files, the --since ref, the classes), and an impact selection of no
+class (`nothing_to_check()`) still writes one, without cells.
+`session_of(config)` is the run's Session.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from pathlib import Path
 
 import pytest
 
-from conformance import locations
 from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome
@@ -38,7 +39,7 @@ from conformance.gate.expectations import run_conditions
 from conformance.gate.ratchet import judge
 from conformance.reasons import one_line
 from conformance.report import envelope as report
-from conformance.report import io
+from conformance.report import io, provenance
 from conformance.run import isolation, options, shards
 from conformance.run.records import PartsDir, make_record, peak_memory
 from conformance.verdicts import FAILING
@@ -129,8 +130,15 @@ class Session:
         """The expectations files this run applied, with their conditions and how many cells each."""
         if self.applied is None:
             return []
-        return [{"file": locations.shown(s.path), "conditions": s.conditions, "cells": s.cells}
-                for s in self.applied.sources]
+        return [{"file": provenance.portable(str(Path(s.path).resolve())), "conditions": s.conditions,
+                 "cells": s.cells} for s in self.applied.sources]
+
+    def run_environment(self) -> dict:
+        """The environment of this run (`report.environment`) with its command (`provenance.run_command`)."""
+        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        params = self.config.invocation_params
+        env["command"] = provenance.run_command(params.args, params.dir)
+        return env
 
     def has_selection(self) -> bool:
         """Whether --models or an impact option narrows the classes."""
@@ -284,7 +292,7 @@ class Session:
         # nothing to check: the columns it would have filled.
         checks = [c for c in check_ids() if c in self.not_run or any(r["check"] == c for r in records)
                   or (nothing and c in self.run_checks())]
-        env = report.environment(self.device or "cpu", self.dtype_name, self.backend)
+        env = self.run_environment()
         env.update(peak_memory(records, {self.worker: isolation.peak_rss_mib()}))
         env["expectations"] = self.expectations_applied()
         if self.has_impact_selection():

@@ -7,7 +7,9 @@ Contract:
   seconds of its cells in the columns a run of `checks` under `backend`
   fills (``<check>@<backend>`` where the envelope has that column, else
   ``<check>``; all columns when `checks` is None), so that columns the run
-  does not run (another backend's, opt-in, optional) do not weigh.
+  does not run (another backend's, opt-in, optional) do not weigh; a class
+  with no cell in those columns has no estimate (a column never published
+  gives none: the split is then by name, not every class in share 1).
 * `published_estimates(checks=None, backend="eager")` reads them from the published
   matrix of this repository (`PUBLISHED`); a missing file gives none, a
   corrupt one raises `report.EnvelopeError` naming the file and the fix.
@@ -71,9 +73,9 @@ def _run_cells(cells: dict, checks, backend: str) -> list[dict]:
 
 def estimates(envelope: dict, checks=None, backend: str = "eager") -> dict[str, float]:
     """Expected seconds of each class of `envelope` in a run of `checks` (None: every column), by canonical name."""
-    return {name: round(sum(float(cell.get("seconds") or 0.0) for cell in _run_cells(row["cells"], checks, backend)),
-                        3)
-            for name, row in envelope["models"].items()}
+    found = {name: _run_cells(row["cells"], checks, backend) for name, row in envelope["models"].items()}
+    return {name: round(sum(float(cell.get("seconds") or 0.0) for cell in cells), 3)
+            for name, cells in found.items() if cells}
 
 
 def published_estimates(path: Path | None = None, checks=None, backend: str = "eager") -> dict[str, float]:

@@ -16,6 +16,7 @@
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
     conformance bench [ARGS...]
     conformance versions [--ci]
+    conformance jobs list|run|publish [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -494,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_findings)
 
     sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
+    sub.add_parser("jobs", help="the publishing run of a version: list, run, publish (conformance.tools.jobs_cli)",
+                   add_help=False)
     return parser
 
 
@@ -502,6 +505,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if argv[:1] == ["bench"]:
             return run_bench(argv[1:])
+        if argv[:1] == ["jobs"]:
+            from conformance.tools import jobs_cli
+
+            return jobs_cli.main(argv[1:])
         args = build_parser().parse_args(argv)
         return args.func(args)
     except (CliError, report.EnvelopeError, render.SectionError) as exc:

@@ -1,0 +1,387 @@
+"""`conformance jobs`: the publishing run as a job list, on one machine or many, and a stopped run that continues.
+
+The groups come from the registry; the shards from the budget and the published seconds, exactly as the runs'
+``--shard`` takes them. The runs are real (`python -m pytest` per job, the real plugin) on fake classes
+(conformance/meta/fake_cases.py): three classes (one passes, one fails, one cannot be built), two groups (plain,
+cut to two cheap checks, and dynamic). The job list sharded and run job by job, merged, equals one unsharded run of
+the same cells; a run killed in the middle of a job continues from its part files without running a recorded cell
+again; a job whose envelope was deleted runs again, alone.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conformance import locations
+from conformance.checks.common import registry
+from conformance.meta.fake_cases import conftest
+from conformance.meta.test_provenance import assert_no_machine_path
+from conformance.report import diff, render
+from conformance.run import shards
+from conformance.tools import cli, job_publish, job_run
+from conformance.tools import jobs as joblists
+
+pytestmark = [pytest.mark.meta, pytest.mark.xdist_group("jobs")]  # one worker builds the shared runs once
+
+OK, RAISES, BROKEN = (f"{n}ForConditionalGeneration" for n in ("Ok", "Raises", "BuildFails"))
+CLASSES = [BROKEN, OK, RAISES]
+CHECKS = ("build", "compile_prefill", "compile_dynamic", "export_dynamic")
+MATRIX = "from conformance.run.cells import matrix_tests\n\nglobals().update(matrix_tests())\n"
+# Every fake check logs that it ran (ran.log, in the run's folder) and kills its process where a file says so.
+LOGGED = '''
+
+import dataclasses as _dataclasses
+
+
+def _dynamic(case):
+    if case.info.name.startswith("Raises"):
+        raise ValueError("the fake prompt axis was specialised")
+    return {"max_abs_diff": 0.0}
+
+
+def _logged(check_id, run):
+    def wrapped(case):
+        with open("ran.log", "a") as log:
+            log.write(f"{case.info.name} {check_id}\\n")
+        if os.path.exists(f"kill-{check_id}-{case.info.name}"):
+            os.kill(os.getpid(), 9)  # the machine dies in the middle of the job
+        return run(case)
+    return wrapped
+
+
+@pytest.fixture(autouse=True)
+def logged_checks(monkeypatch, fake_checks):
+    from conformance.checks.common import registry
+
+    for check_id in ("build", "compile_prefill", "compile_dynamic", "export_dynamic"):
+        spec = registry.get(check_id)
+        run = _dynamic if check_id.endswith("_dynamic") else spec.run
+        monkeypatch.setitem(registry.CHECKS, check_id, _dataclasses.replace(spec, run=_logged(check_id, run)))
+'''
+
+
+def make_root(path: Path) -> Path:
+    """A folder the jobs run in: the fake classes' conftest, the matrix module, no expectations, a README."""
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "conftest.py").write_text(conftest() + LOGGED)
+    (path / "test_matrix.py").write_text(MATRIX)
+    (path / "none.toml").write_text("")
+    (path / "README.md").write_text(f"# fake\n\n{render.START_MARKER}\n{render.END_MARKER}\n")
+    return path
+
+
+def job_list(root: Path, out_dir: str, shards_asked: dict, **request) -> dict:
+    """The job list of the three fake classes, plain (build, compile_prefill) and dynamic, written to root."""
+    asked = joblists.Request(envs=(joblists.installed_env(),), groups=("plain", "dynamic"), checks=CHECKS,
+                             models=",".join(CLASSES), shards=shards_asked, workers=1, out_dir=out_dir,
+                             target="test_matrix.py", pytest_args=("-p", "no:cacheprovider", "--expectations",
+                                                                   "none.toml"), **request)
+    joblist = joblists.plan(asked, root, names_of=lambda version: list(CLASSES))
+    (root / f"{out_dir}.jobs.json").write_text(json.dumps(joblist))
+    return joblist
+
+
+def run_list(joblist: dict, root: Path, parallel: int = 1) -> list[job_run.JobResult]:
+    return job_run.run_jobs(joblist["jobs"], root, {}, parallel, env=joblist["env"], echo=lambda line: None)
+
+
+def verdicts(envelope: dict) -> dict[tuple[str, str], str]:
+    return {(m, c): cell["verdict"] for m, row in envelope["models"].items() for c, cell in row["cells"].items()}
+
+
+def ran(root: Path) -> list[tuple[str, str]]:
+    log = root / "ran.log"
+    return [tuple(line.split()) for line in log.read_text().splitlines()] if log.exists() else []
+
+
+@pytest.fixture(scope="module")
+def subprocess_env():
+    """The jobs' Pythons import this checkout's suite (the conftest's plugin), wherever they run."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(locations.REPOSITORY))
+        yield
+
+
+@pytest.fixture(scope="module")
+def one_run(tmp_path_factory, subprocess_env):
+    """The one-machine run: each group unsharded, both at once (`--parallel 2`), merged."""
+    root = make_root(tmp_path_factory.mktemp("one"))
+    joblist = job_list(root, "single", {"*": 1})
+    results = run_list(joblist, root, parallel=2)
+    assert [r.status for r in results] == ["done", "done"], results
+    return root, joblist, job_publish.merge_version(joblist, joblist["versions"][0]["env"], root)
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory, subprocess_env):
+    """The job list sharded (plain in two), killed in the dynamic job at Ok's export_dynamic, then run again."""
+    root = make_root(tmp_path_factory.mktemp("stopped"))
+    joblist = job_list(root, "jobs", {"plain": 2})
+    kill = root / f"kill-export_dynamic-{OK}"
+    kill.write_text("")
+    first = run_list(joblist, root)
+    first_ran = ran(root)
+    dynamic = JobFilesOf(root, joblist, "dynamic")
+    parts = [json.loads(line) for p in dynamic.parts.part_files() for line in p.read_text().splitlines()]
+    kill.unlink()
+    (root / "ran.log").unlink()
+    second = run_list(joblist, root)
+    return {"root": root, "joblist": joblist, "first": first, "first_ran": first_ran, "parts": parts,
+            "second": second, "second_ran": ran(root)}
+
+
+def JobFilesOf(root: Path, joblist: dict, group: str) -> job_run.JobFiles:
+    job = next(j for j in joblist["jobs"] if j["group"] == group)
+    return job_run.JobFiles(root / job["out"])
+
+
+# --------------------------------------------------------------------------- the groups and the list
+
+
+def test_the_groups_are_the_registry_s_columns():
+    groups = {g.name: g for g in joblists.column_groups()}
+    assert list(groups) == ["plain", "inductor", "dynamic", "onnx", "executorch"]
+    plain = [c.id for c in registry.load_all().values() if not c.opt_in and not c.extra]
+    assert list(groups["plain"].checks) == plain and "build" in plain and "compile_dynamic" not in plain
+    assert groups["inductor"].pytest_args() == ["--checks", "compile_prefill,compile_decode", "--backend", "inductor"]
+    assert groups["dynamic"].pytest_args() == ["--checks", "compile_dynamic,export_dynamic"]
+    assert groups["onnx"].pytest_args() == ["--checks", "export_onnx,onnx_generate"]
+    assert groups["executorch"].pytest_args() == ["--checks", "executorch", "--cell-timeout", "900"]
+
+
+def test_a_new_opt_in_group_or_extra_is_a_new_group(monkeypatch):
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.load_all()))
+    registry.check("slow_probe", column=97, opt_in="slow")(lambda case: {})
+    registry.check("probe", column=98, requires=("conformance_no_such_package",), extra="probe")(lambda case: {})
+    groups = {g.name: g for g in joblists.column_groups()}
+    assert groups["slow"].checks == ("slow_probe",) and groups["probe"].extra == "probe"
+    chosen, not_run = joblists.choose_groups(list(groups.values()), [], "installed")
+    assert "probe" not in [g.name for g in chosen] and "slow" in [g.name for g in chosen]
+    assert not_run["probe"] == ("needs conformance_no_such_package, not installed: "
+                                "pip install 'vlm-conformance[probe]'")
+    chosen, not_run = joblists.choose_groups(list(groups.values()), [], "all")  # each runner installs its extra
+    assert "probe" in [g.name for g in chosen] and "probe" not in not_run
+    chosen, not_run = joblists.choose_groups(list(groups.values()), ["plain"], "all")
+    assert [g.name for g in chosen] == ["plain"] and not_run["slow_probe"] == registry.opt_in_reason("slow_probe")
+
+
+def test_the_budget_sizes_the_shards_from_the_published_seconds(monkeypatch, tmp_path):
+    seconds = {f"M{i:02}ForConditionalGeneration": float(10 + i) for i in range(20)}  # 390 s of cells
+    monkeypatch.setattr(shards, "published_estimates", lambda checks=None, backend="eager": seconds)
+    request = joblists.Request(envs=(joblists.installed_env(),), groups=("plain",), budget=150.0)
+    joblist = joblists.plan(request, tmp_path, names_of=lambda version: sorted(seconds))
+    jobs = joblist["jobs"]
+    expected = shards.plan(sorted(seconds), seconds, 150.0, 2)
+    assert len(jobs) == expected.shards > 1
+    assert all(job["wall_seconds"] <= 150.0 for job in jobs)
+    assert sorted(c for job in jobs for c in job["classes"]) == sorted(seconds)  # every class once
+    for index, job in enumerate(jobs, start=1):  # the classes its --shard takes
+        spec = f"{index}/{len(jobs)}"
+        assert job["classes"] == shards.share_of(sorted(seconds), spec, seconds)
+        assert job["id"] == f"{joblists.installed_env()}-plain-{index}of{len(jobs)}"
+        assert job["command"][:4] == ["python", "-m", "pytest", "conformance/test_matrix.py"]
+        assert job["command"][job["command"].index("--shard") + 1] == spec
+        assert job["command"][-2:] == ["--matrix-out", job["out"]]
+    assert joblist["wall_seconds"] == {"one_machine": round(sum(j["wall_seconds"] for j in jobs), 1),
+                                       "runners": max(j["wall_seconds"] for j in jobs)}
+    assert joblists.plan(request, tmp_path, names_of=lambda version: sorted(seconds)) == joblist  # no clock
+    assert_no_machine_path(joblist, tmp_path)
+    matrix = joblists.github_matrix(joblist)
+    assert [entry["id"] for entry in matrix["include"]] == [job["id"] for job in jobs]
+    assert matrix["include"][0]["constraints"] == joblists.version_of(joblists.installed_env()).constraints
+
+
+def test_an_extra_s_job_installs_its_extra_with_the_pins_of_its_version(tmp_path):
+    (tmp_path / "constraints").mkdir()
+    (tmp_path / "constraints" / "onnx.txt").write_text("-r gate.txt\n")
+    onnx = next(g for g in joblists.column_groups() if g.name == "onnx")
+    gate, older = (joblists.version_of(env) for env in ("gate", "tf457"))
+    assert joblists.install_line(gate, onnx, tmp_path) == ("onnx.txt", "dev,onnx")
+    assert joblists.install_line(older, onnx, tmp_path) == ("tf457.txt", "dev,onnx")  # onnx.txt pins the gate's
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["jobs", "list", "--groups", "plain,nope"], "--groups: unknown group 'nope'"),
+    (["jobs", "list", "--extras", "nope"], "--extras: no group needs the extra 'nope'"),
+    (["jobs", "list", "--shards", "plain=0"], "--shards: 'plain=0' is not N or GROUP=N"),
+    (["jobs", "list", "--env", "tf999"], "--env: 'tf999' is not a supported version's env"),
+    (["jobs", "list", "--checks", "nope"], "--checks: unknown check id 'nope'"),
+    (["jobs", "run", "--from", "missing.json"], "missing.json: no such file"),
+    (["jobs", "publish", "--python", "gate"], "--python: 'gate' is not ENV=PATH"),
+])
+def test_bad_input_is_one_line(capsys, monkeypatch, tmp_path, argv, needle):
+    monkeypatch.chdir(tmp_path)
+    if "--python" in argv:  # planning comes first: give it a list to read
+        (tmp_path / "j.json").write_text(json.dumps({"schema": joblists.SCHEMA, "jobs": [], "versions": []}))
+        argv = argv + ["--from", "j.json"]
+    assert cli.main(argv) == cli.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.startswith("conformance: error: ") and err.count("\n") == 1 and needle in err, err
+
+
+# --------------------------------------------------------------------------- the runs
+
+
+def test_the_jobs_merged_equal_one_run_of_the_same_cells(one_run, stopped_run):
+    _, _, single = one_run
+    root, joblist = stopped_run["root"], stopped_run["joblist"]
+    assert [j["id"].split("-", 1)[1] for j in joblist["jobs"]] == ["plain-1of2", "plain-2of2", "dynamic-1of1"]
+    merged = job_publish.merge_version(joblist, joblist["versions"][0]["env"], root)
+    cells = verdicts(merged)
+    assert cells == verdicts(single)
+    assert len(cells) == len(CLASSES) * len(CHECKS)
+    assert {cells[OK, c] for c in CHECKS} == {"pass"} and cells[RAISES, "export_dynamic"] == "fail"
+    assert cells[BROKEN, "build"] == "error"
+    assert diff.diff_envelopes(single, merged) == []  # `conformance diff`: no verdict changed
+    assert [c for c in merged["checks"] if c not in merged["not_run"]] == list(CHECKS)
+    assert len(merged["environment"]["runs"]) == 4  # two plain shards, the dynamic job's killed try and its rest
+    assert_no_machine_path(merged, root)
+
+
+def test_a_killed_run_continues_where_it_stopped_and_runs_no_recorded_cell_again(stopped_run):
+    first, second = stopped_run["first"], stopped_run["second"]
+    assert [r.status for r in first] == ["done", "done", "stopped"]
+    assert "exit -9" in first[2].message and "the same command continues it" in first[2].message
+    recorded = {(r["model"], r["check"]) for r in stopped_run["parts"]}
+    assert (OK, "compile_dynamic") in recorded and (OK, "export_dynamic") not in recorded
+    assert [r.status for r in second] == ["skipped", "skipped", "done"]
+    assert second[2].resumed == len(recorded) > 0
+    again = set(stopped_run["second_ran"])
+    assert again and not again & recorded  # nothing recorded ran again
+    assert (OK, "export_dynamic") in again  # the cell it was killed in did
+    assert all(check.endswith("_dynamic") for _, check in again)  # the finished plain jobs did not run again
+    files = JobFilesOf(stopped_run["root"], stopped_run["joblist"], "dynamic")
+    job = next(j for j in stopped_run["joblist"]["jobs"] if j["group"] == "dynamic")
+    assert files.done(job["command"]) and not files.attempts() and not files.parts.path.exists()
+
+
+def test_a_deleted_job_runs_again_alone_and_an_unnoted_envelope_is_kept(stopped_run, one_run, tmp_path):
+    root, joblist = tmp_path / "copy", stopped_run["joblist"]
+    shutil.copytree(stopped_run["root"], root)  # every path of a job list is relative to its root
+    plain = JobFilesOf(root, joblist, "plain")
+    kept = verdicts(json.loads(plain.out.read_text()))
+    plain.out.unlink()  # its output lost
+    dynamic = JobFilesOf(root, joblist, "dynamic")
+    dynamic.done_note.unlink()  # the runner died after this job's pytest wrote its envelope
+    (root / "ran.log").unlink(missing_ok=True)
+    results = run_list(joblist, root)
+    assert [r.status for r in results] == ["done", "skipped", "done"]
+    assert results[2].resumed == 6 and results[2].cells == 6  # every cell kept: pytest collected none
+    assert set(ran(root)) == {k for k in kept if k[0] != BROKEN}  # only the deleted job's cells ran (a class
+    # that cannot be built never calls its checks)
+    assert verdicts(json.loads(plain.out.read_text())) == kept
+    merged = job_publish.merge_version(joblist, joblist["versions"][0]["env"], root)
+    assert verdicts(merged) == verdicts(one_run[2])
+
+
+def test_files_another_command_left_under_a_job_s_name_are_cleared_not_merged(tmp_path):
+    job = {"id": "gate-plain-1of1", "out": "jobs/gate/plain-1of1.json",
+           "command": ["python", "-m", "pytest", "test_matrix.py", "--models", "A*"]}
+    other = job["command"][:-1] + ["B*"]  # an earlier list with other --models wrote the same file names
+    files = job_run.JobFiles(tmp_path / job["out"])
+    files.out.parent.mkdir(parents=True)
+    files.out.write_text("{}")
+    files.done_note.write_text(json.dumps({"command": other, "cells": 3}))
+    files.started.write_text(json.dumps({"command": other}))
+    assert files.done(other) and not files.done(job["command"]) and not files.belongs_to(job["command"])
+    result = job_run.run_job(job, tmp_path, shutil.which("true"))  # a command that records no cell
+    assert (result.status, result.cells) == ("done", 0) and not files.out.exists()
+    assert "the files here were another command's: cleared" in files.log.read_text()
+    assert files.done(job["command"]) and files.belongs_to(job["command"])
+
+
+def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):
+    root, joblist, _ = one_run
+    missing = dict(joblist, jobs=joblist["jobs"] + [dict(joblist["jobs"][0], id="x-plain-9of9", out="nowhere.json")])
+    with pytest.raises(joblists.JobsError, match=r"1 job\(s\) of .* have not finished \(x-plain-9of9\): run "
+                                                 "`conformance jobs run`"):
+        job_publish.merge_version(missing, joblist["versions"][0]["env"], root)
+
+
+def test_publishing_writes_the_merged_matrix_and_the_readme(one_run, tmp_path, monkeypatch):
+    root, joblist, single = one_run
+    written = job_publish.publish(joblist, root)
+    merged = json.loads((root / joblist["versions"][0]["merged"]).read_text())
+    assert verdicts(merged) == verdicts(single)
+    names = {p.relative_to(root).as_posix() for p in written}
+    if joblists.version_of(joblist["versions"][0]["env"]).is_gate:
+        assert {"reports/matrix.json", "reports/MATRIX.md", "README.md"} <= names
+        assert render.readme_section(merged) in (root / "README.md").read_text()
+        assert OK in (root / "reports" / "MATRIX.md").read_text()
+        assert verdicts(json.loads((root / "reports" / "matrix.json").read_text())) == verdicts(single)
+    assert_no_machine_path(merged, root)
+
+
+def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_run):
+    _, joblist, single = one_run
+    # The list runs four checks: every other registered column is not run, each with its reason.
+    expected = {c for c in registry.check_ids() if c not in CHECKS}
+    assert set(single["not_run"]) == set(joblist["versions"][0]["not_run"]) == expected
+    assert single["not_run"]["static_cache"] == f"not in this publishing run (--checks {','.join(CHECKS)})"
+    assert all(single["not_run"][c] for c in expected)
+    assert single["checks"] == [c for c in registry.check_ids()]  # every column, in column order
+
+
+# --------------------------------------------------------------------------- the workflow (.github/workflows/)
+
+
+WORKFLOW = locations.REPOSITORY / ".github" / "workflows" / "matrix.yml"
+
+
+@pytest.fixture(scope="module")
+def workflow():
+    yaml = pytest.importorskip("yaml")
+    if not WORKFLOW.exists():
+        pytest.skip("an installed package: no workflow")
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _runs(job: dict) -> list[str]:
+    return [step["run"] for step in job["steps"] if "run" in step]
+
+
+def test_the_workflow_plans_runs_each_entry_on_its_own_runner_and_publishes(workflow):
+    plan, run, publish = (workflow["jobs"][name] for name in ("plan", "run", "publish"))
+    assert run["needs"] == "plan" and set(publish["needs"]) == {"plan", "run"}
+    listing = next(step for step in plan["steps"] if step.get("id") == "list")
+    assert plan["outputs"]["matrix"] == "${{ steps.list.outputs.matrix }}" and "--github" in listing["run"]
+    assert run["strategy"]["matrix"] == "${{ fromJSON(needs.plan.outputs.matrix) }}"
+    used = {word.split(".", 1)[1].rstrip("}").strip() for text in json.dumps(run).split("${{")[1:]
+            for word in [text.split("}}")[0].strip()] if word.startswith("matrix.")}
+    entry = joblists.github_matrix({"jobs": [{k: "x" for k in ("id", "env", "group", "constraints", "extras",
+                                                               "out")}]})["include"][0]
+    assert used and used <= set(entry)  # every matrix key the runner reads is in an entry
+    uploaded = next(s for s in run["steps"] if s.get("uses", "").startswith("actions/upload-artifact"))
+    downloaded = [s for s in publish["steps"] if s.get("with", {}).get("pattern") == "envelope-*"]
+    assert uploaded["with"]["path"] == downloaded[0]["with"]["path"] == joblists.OUT_DIR + "/"
+
+
+def test_the_workflow_installs_by_the_readme_s_command(workflow):
+    from conformance.meta.test_project import readme_commands
+
+    install = readme_commands()[0].split(" && .venv/bin/python")[0]  # the venv and the pip line
+    assert install.startswith("python3 -m venv .venv && .venv/bin/pip install -c constraints/gate.txt")
+    for name in ("plan", "publish"):
+        assert install in _runs(workflow["jobs"][name])
+    entry = install.replace("constraints/gate.txt", '"constraints/$CONSTRAINTS"').replace("'.[dev]'", '".[$EXTRAS]"')
+    assert entry in _runs(workflow["jobs"]["run"])
+
+
+def test_every_conformance_jobs_command_of_the_workflow_parses(workflow):
+    import shlex
+
+    from conformance.tools import jobs_cli
+
+    found = []
+    for job in workflow["jobs"].values():
+        for text in _runs(job):
+            for line in text.replace("\\\n", " ").splitlines():
+                if "conformance jobs" in line:
+                    words = shlex.split(line.split("conformance jobs", 1)[1].split(")")[0])
+                    found.append(words)
+                    jobs_cli.build_parser(cli.CliError).parse_args(["1" if w.startswith("$") else w for w in words])
+    assert [words[0] for words in found] == ["list", "run", "publish"]

@@ -1,0 +1,91 @@
+"""Merging a job list's envelopes into one envelope per version, and publishing it.
+
+Contracts:
+
+* `merge_version(joblist, env, root)` is the envelope of one version: the
+  envelopes of its jobs, in list order (the plain group first: its backend
+  is the matrix's, another backend's jobs join as ``<check>@<backend>``
+  columns), merged by `report.merge_envelopes`, plus the columns no job ran
+  as not run with the job list's reasons (as a plain run records them).
+  JobsError (one line: which jobs, the command that finishes them) when a
+  job has not finished, or when an envelope is of another transformers
+  version than its job's.
+* `publish(joblist, root)` writes each version's merged envelope (the job
+  list's `merged`) and publishes it as `conformance publish` does
+  (`cli.published_files`: reports/ and the README for the gate's version,
+  reports/<env>/ for another), returning the files written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conformance import versions
+from conformance.report import envelope as report
+from conformance.report import io
+from conformance.tools.job_run import JobFiles
+from conformance.tools.jobs import JobsError
+
+
+def unfinished(joblist: dict, root: Path, env: str | None = None) -> list[str]:
+    """The ids of the jobs (of `env`, else all) that have not finished."""
+    return [job["id"] for job in joblist["jobs"]
+            if (env is None or job["env"] == env) and not JobFiles(root / job["out"]).done(job["command"])]
+
+
+def _with_not_run(envelope: dict, not_run: dict[str, str], check_info: dict) -> dict:
+    """`envelope` with the columns no job ran added as not run (in column order), as a plain run records them."""
+    missing = {c: why for c, why in not_run.items() if c not in envelope["checks"]}
+    if not missing:
+        return envelope
+    info = {**{c: check_info.get(c, {}) for c in missing}, **envelope["check_info"]}
+    checks = list(envelope["checks"]) + list(missing)
+    if all(isinstance((info.get(c) or {}).get("column"), int) for c in checks):
+        checks.sort(key=lambda c: info[c]["column"])
+    return {**envelope, "checks": checks, "check_info": info, "not_run": {**envelope["not_run"], **missing},
+            "summary": report.summarize(envelope["models"], checks)}
+
+
+def merge_version(joblist: dict, env: str, root: Path) -> dict:
+    listed = next((v for v in joblist["versions"] if v["env"] == env), None)
+    if listed is None:
+        listed_envs = ", ".join(v["env"] for v in joblist["versions"])
+        raise JobsError(f"the job list has no version {env!r}; it has {listed_envs}")
+    left = unfinished(joblist, root, env)
+    if left:
+        raise JobsError(f"{len(left)} job(s) of {env} have not finished ({', '.join(left[:5])}"
+                        f"{', ...' if len(left) > 5 else ''}): run `conformance jobs run` on the same list "
+                        "(it continues them), or fetch their envelopes")
+    envelopes, sources = [], []
+    for job in (j for j in joblist["jobs"] if j["env"] == env):
+        path = root / job["out"]
+        if not path.exists():  # finished with no cell (nothing selected): nothing to merge
+            continue
+        envelope = report.load_envelope(path)
+        made_with = versions.major_minor(str(envelope["environment"].get("transformers", "")))
+        if made_with != versions.major_minor(job["transformers"]):
+            raise JobsError(f"{job['out']}: made with transformers {envelope['environment'].get('transformers')}, "
+                            f"its job {job['id']} is for {job['transformers']}; run it again with --rerun "
+                            f"--only {job['id']} under that version's Python")
+        envelopes.append(envelope)
+        sources.append(job["out"])
+    if not envelopes:
+        raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
+    merged = report.merge_envelopes(envelopes, sources)
+    return _with_not_run(merged, listed.get("not_run", {}), listed.get("check_info", {}))
+
+
+def publish(joblist: dict, root: Path) -> list[Path]:
+    """Merge and publish every version of the job list; the files written (see the module's contract)."""
+    from conformance.tools import cli
+
+    merged = {v["env"]: merge_version(joblist, v["env"], root) for v in joblist["versions"]}  # all before writing
+    written = []
+    for listed in joblist["versions"]:
+        envelope = merged[listed["env"]]
+        target = root / listed["merged"]
+        io.write_json_atomic(target, envelope)
+        files = cli.published_files(envelope, root)
+        cli._write(files)
+        written += [target, *files]
+    return written

@@ -22,7 +22,8 @@ A comparing cell records ``worst_ratio`` (the largest ``|actual - expected|
 / (atol + rtol * |expected|)`` over everything it compared: 1.0 is the edge,
 above it the cell failed) and the ``atol`` and ``rtol`` it was judged with;
 `NEAR_EDGE` is the factor within which a ratio sits at the edge (a pass above
-1/2, a failure below 2: where a verdict can flip with the machine).
+1/2, a failure whose comparison failed below 2: where a verdict can flip with
+the machine).
 `COMPARISON_METRICS` are the metric names a check records for a comparison
 it asserts (a check registers its own list when it differs:
 `conformance.checks.common.registry`). Torch-free, so a reader of a run
@@ -85,4 +86,5 @@ def near_edge(ratio: float | None, passed: bool) -> bool:
     """Whether a cell's worst ratio is within `NEAR_EDGE` of the edge on its side (a flip is one bad day away)."""
     if ratio is None or ratio != ratio:  # no comparison recorded, or NaN (a real failure, far from any edge)
         return False
-    return ratio > 1 / NEAR_EDGE if passed else ratio < NEAR_EDGE
+    # A failing cell is near the edge only when its comparison is what failed, barely (1 < ratio < 2).
+    return 1 / NEAR_EDGE < ratio <= 1 if passed else 1 < ratio < NEAR_EDGE

@@ -93,6 +93,8 @@ def test_the_summary_names_cells_near_the_edge():
     assert summary.near_edge(envelope) == []
     failing = {"static_cache": {"verdict": "xfail", "observed": "fail", "metrics": {"worst_ratio": 1.5}}}
     assert [c[3] for c in summary.near_edge(_envelope(failing))] == [1.5]
+    otherwise = {"static_cache": {"verdict": "xfail", "observed": "fail", "metrics": {"worst_ratio": 0.0}}}
+    assert summary.near_edge(_envelope(otherwise)) == []  # it failed on something else than the comparison
 
 
 class ValueSkewStaticLlama(LlamaForCausalLM):

@@ -155,7 +155,8 @@ def test_the_suite_run_gets_its_defaults_and_its_options(pytester, subprocess_en
         result = pytester.runpytest_inprocess(*args)
     result.assert_outcomes(passed=3)
     seen = json.loads((pytester.path / "seen.json").read_text())
-    worker = where == "xdist-worker"
+    # In process, this test's own process is the suite's run too: under `-n 2` it is an xdist worker already.
+    worker = where == "xdist-worker" or bool(os.environ.get("PYTEST_XDIST_WORKER"))
     threads = {name: value if worker else None for name, value in conformance.WORKER_DEFAULTS.items()}
     assert seen["environ"] == {**conformance.DEFAULTS, **threads}
     assert seen["pytester"] and (seen["threads"] == 1 or not worker)

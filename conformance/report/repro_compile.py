@@ -137,11 +137,13 @@ def _decode_facts(ctx: Context) -> dict:
     if found is None or not hasattr(eager, "sequences"):
         raise NoTemplate("the suite's compile_decode does not apply here without its recorded generate")
     decoder, calls = found
+    facts = {"inputs": inputs, "new": NEW_TOKENS, "forced": not eager.sequences.is_floating_point(),
+             "encoder_decoder": bool(getattr(model.config, "is_encoder_decoder", False))}
+    if facts["encoder_decoder"]:  # generate's own static cache (cache_implementation="static")
+        return facts
     first = next(v for k, v in calls[0].items() if k in ("input_ids", "inputs_embeds") and v is not None)
-    return {"inputs": inputs, "path": _path(model, decoder), "kwarg": cache_kwarg(decoder),
-            "length": _sequence_length(calls[0]), "batch": first.shape[0], "new": NEW_TOKENS,
-            "forced": not eager.sequences.is_floating_point(),
-            "encoder_decoder": bool(getattr(model.config, "is_encoder_decoder", False))}
+    return {**facts, "path": _path(model, decoder), "kwarg": cache_kwarg(decoder),
+            "length": _sequence_length(calls[0]), "batch": first.shape[0]}
 
 
 @register("compile_decode")
@@ -264,9 +266,9 @@ def _legacy_facts(ctx: Context) -> dict:
     model = ctx.case.fresh_model().eval()
     owner, owner_name = cache_owner(model)
     decoder = Decoder(owner, owner_inputs(ctx.case.inputs(), owner_name))
-    params = inspect.signature(owner.prepare_inputs_for_generation).parameters
     extra = {}
     if decoder.generation_code:
+        params = inspect.signature(owner.prepare_inputs_for_generation).parameters
         if takes_generate_kwarg(params, "next_sequence_length"):
             extra["next_sequence_length"] = 1
         if takes_generate_kwarg(params, "is_first_iteration"):

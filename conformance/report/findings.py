@@ -329,6 +329,9 @@ def render_group(group: Group, envelopes: list[dict], sources: list[str],
               reproducer(first.model, first.check, env.get("device", "auto"), env.get("dtype", "float32"),
                          env.get("backend", "eager")),
               "```", ""]
+    if group.upstream:
+        lines += [f"A standalone script (torch and transformers only): `conformance findings RUN.json --repro DIR "
+                  f"--group {group.id}` writes `DIR/{group.id}.py` (`--verify` checks that it fails the same way).", ""]
     rows = []
     for c in sorted(group.cells, key=lambda c: (c.model, c.check, c.run)):
         key = (c.model, c.check)
@@ -350,7 +353,8 @@ def render_findings(groups: list[Group], envelopes: list[dict], sources: list[st
         chosen = [g for g in groups if g.id == only]
         if not chosen:
             raise KeyError(only)
-        return "\n".join(render_group(chosen[0], envelopes, sources, links)).rstrip("\n") + "\n"
+        unlock = unlocks(groups, envelopes)[only] if chosen[0].upstream else None
+        return "\n".join(render_group(chosen[0], envelopes, sources, links, unlock)).rstrip("\n") + "\n"
     cells = sum(len(g.cells) for g in groups)
     upstream = [g for g in groups if g.upstream]
     lines = ["# Findings: failing cells by root cause", ""]

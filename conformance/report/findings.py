@@ -22,10 +22,22 @@ Contracts:
   (`report.reproduce.reproducer`, what `conformance explain` prints).
   Harness errors, crashes and timeouts are the suite's own gaps, not an
   upstream finding (`Group.upstream` False): they come after the others.
-* `render_findings(groups, ...)` is the Markdown document: a table of the
-  groups, then one section per group (`render_group`), each ready to paste
-  into an upstream issue, ending with its cells and, per cell, the
-  expectation that lists it (its link when it has one).
+* `rank(groups, envelopes)` orders the upstream groups by what fixing the
+  root cause would unlock (`Unlock`): the cells only this group blocks
+  (a (class, column) whose failing cells in every run belong to this group
+  alone) and the classes that would then pass every column of a path
+  (`PATHS`: each column of the path in the run, passing, not applicable, or
+  blocked by this group alone; at least one of them blocked by it). Most
+  (class, path) unlocks first, then most cells, classes, cells in all.
+  `site_in(group)` says where the site is: transformers, torch (dynamo,
+  export, inductor, the ONNX exporter, other), another backend (ONNX
+  Runtime), or no code site (a contract or numerical mismatch).
+* `render_findings(groups, ...)` is the Markdown document: the ranked top
+  ten (`TOP`) with their unlocks, a table of the groups, then one section
+  per group (`render_group`), each ready to paste into an upstream issue,
+  with its upstream `link`s where any was found
+  (`conformance.report.repro_links`), ending with its cells and, per cell,
+  the expectation that lists it (its link when it has one).
 
 Torch-free: everything comes from the run files (and the expectation links
 the caller passes in).
@@ -162,6 +174,101 @@ def group_failures(envelopes: list[dict], sources: list[str] | None = None) -> l
     return sorted(groups.values(), key=lambda g: (not g.upstream, -len(g.classes), -len(g.cells), g.id))
 
 
+# --------------------------------------------------------------------------- ranking
+
+PATHS = {"compile": ("compile_prefill", "compile_decode"),
+         "export": ("export_forward", "export_forward_strict", "export_static_cache", "export_generate"),
+         "onnx": ("export_onnx", "onnx_generate"),
+         "cache": ("static_cache", "legacy_cache")}
+TOP = 10  # groups in the ranked opening of the findings document
+TORCH_SITES = (("torch._dynamo", "dynamo"), ("torch.export", "export"), ("torch._export", "export"),
+               ("torch._inductor", "inductor"), ("<inductor generated code>", "inductor"),
+               ("torch._functorch", "AOTAutograd"), ("torch.onnx", "the ONNX exporter"))
+NOT_A_SITE = ("contract", "numerical_mismatch")  # kinds keyed by their masked words, not by a frame
+
+
+@dataclass
+class Unlock:
+    """What fixing one group's root cause would unlock: the (class, column) cells it alone blocks, and per path
+    the classes that would then pass every column of it."""
+
+    cells: list[tuple[str, str]] = field(default_factory=list)
+    paths: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def path_classes(self) -> int:
+        """(class, path) pairs unlocked."""
+        return sum(len(classes) for classes in self.paths.values())
+
+    def summary(self) -> str:
+        paths = ", ".join(f"{name} ×{len(classes)}" for name, classes in self.paths.items() if classes)
+        return f"{len(self.cells)} cell(s)" + (f"; whole path: {paths}" if paths else "")
+
+
+def _states(envelopes: list[dict]) -> dict[tuple[str, str], set[str]]:
+    """(class, column) -> what its cells say over the runs: group ids of failing cells, "pass", "n/a", "other"."""
+    states: dict[tuple[str, str], set[str]] = {}
+    for envelope in envelopes:
+        for name, row in envelope["models"].items():
+            for column, cell in row["cells"].items():
+                said = raw(cell)
+                if said in FAILING:
+                    state = group_id(*cause_key(cell.get("fingerprint"), cell.get("reason", "")))
+                else:
+                    state = {"pass": "pass", "skip": "n/a"}.get(said, "other")
+                states.setdefault((name, column), set()).add(state)
+    return states
+
+
+def unlocks(groups: list[Group], envelopes: list[dict]) -> dict[str, Unlock]:
+    """`Unlock` of every group, by id (see the module)."""
+    states = _states(envelopes)
+    found = {g.id: Unlock() for g in groups}
+    for (name, column), said in sorted(states.items()):
+        failing = said - {"pass", "n/a", "other"}
+        if len(failing) == 1 and "other" not in said:
+            found[next(iter(failing))].cells.append((name, column))
+    classes = sorted({name for name, _ in states})
+    for path, columns in PATHS.items():
+        for name in classes:
+            said = [states.get((name, column)) for column in columns]
+            if any(s is None or "other" in s for s in said):
+                continue
+            failing = set().union(*said) - {"pass", "n/a"}
+            if len(failing) == 1 and any("pass" in s or failing & s for s in said):
+                unlock = found[next(iter(failing))]
+                unlock.paths.setdefault(path, []).append(name)
+    return found
+
+
+def rank(groups: list[Group], envelopes: list[dict]) -> list[tuple[Group, Unlock]]:
+    """The upstream groups with their `Unlock`, most unlocked first (see the module)."""
+    found = unlocks(groups, envelopes)
+    ranked = [(g, found[g.id]) for g in groups if g.upstream]
+    return sorted(ranked, key=lambda gu: (-gu[1].path_classes, -len(gu[1].cells), -len(gu[0].classes),
+                                          -len(gu[0].cells), gu[0].id))
+
+
+def site_in(group: Group) -> str:
+    """Where a group's site is: ``transformers``, ``torch (dynamo)`` and the like, ``another backend (...)``, or
+    ``no code site`` (a contract or a numerical mismatch is keyed by its words)."""
+    if group.kind in NOT_A_SITE or group.by_reason:
+        return "no code site"
+    where = group.where.rsplit(" @ ", 1)[-1] if group.kind == "recompile" else group.where
+    if group.kind == "recompile":  # a failed guard sits in the traced code: the model's (dynamo traces no torch)
+        return "transformers"
+    if where.startswith("transformers."):
+        return "transformers"
+    for prefix, part in TORCH_SITES:
+        if where.startswith(prefix):
+            return f"torch ({part})"
+    if where.startswith("torch."):
+        return "torch (other)"
+    if not where or ":" not in where:
+        return "no code site"
+    return f"another backend ({where.split('.', 1)[0].split(':', 1)[0]})"
+
+
 # --------------------------------------------------------------------------- Markdown
 
 
@@ -182,8 +289,10 @@ def _names(names: list[str]) -> str:
 
 
 def render_group(group: Group, envelopes: list[dict], sources: list[str],
-                 links: dict[tuple[str, str], str] | None = None) -> list[str]:
+                 links: dict[tuple[str, str], str] | None = None, unlock: Unlock | None = None) -> list[str]:
     """One group's section: what fails where, seen on which versions, how to reproduce it, and its cells."""
+    from conformance.report.repro_links import upstream_links
+
     links = links or {}
     first = group.representative
     env = envelopes[first.run]["environment"]
@@ -206,6 +315,11 @@ def render_group(group: Group, envelopes: list[dict], sources: list[str],
     guards = sorted({c.fingerprint["guard"] for c in group.cells if c.fingerprint.get("guard")})
     if guards:
         facts.append(("Failed guard", "; ".join(_code(g, 200) for g in guards[:3])))
+    if group.upstream:
+        facts.append(("Site in", site_in(group)))
+    if unlock is not None:
+        facts.append(("Fixing it unlocks", unlock.summary()))
+    facts += [("link", f"[{title}]({url})") for url, title in upstream_links(group.id)]
     lines += [f"- **{name}**: {value}" for name, value in facts] + [""]
     lines += [f"Example ({first.model} / `{first.check}`): {_code(first.reason)}", ""]
     lines += ["Reproduce with vlm-conformance (a tiny random model of the class, no weights, no network):", "",
@@ -215,6 +329,9 @@ def render_group(group: Group, envelopes: list[dict], sources: list[str],
               reproducer(first.model, first.check, env.get("device", "auto"), env.get("dtype", "float32"),
                          env.get("backend", "eager")),
               "```", ""]
+    if group.upstream:
+        lines += [f"A standalone script (torch and transformers only): `conformance findings RUN.json --repro DIR "
+                  f"--group {group.id}` writes `DIR/{group.id}.py` (`--verify` checks that it fails the same way).", ""]
     rows = []
     for c in sorted(group.cells, key=lambda c: (c.model, c.check, c.run)):
         key = (c.model, c.check)
@@ -236,7 +353,8 @@ def render_findings(groups: list[Group], envelopes: list[dict], sources: list[st
         chosen = [g for g in groups if g.id == only]
         if not chosen:
             raise KeyError(only)
-        return "\n".join(render_group(chosen[0], envelopes, sources, links)).rstrip("\n") + "\n"
+        unlock = unlocks(groups, envelopes)[only] if chosen[0].upstream else None
+        return "\n".join(render_group(chosen[0], envelopes, sources, links, unlock)).rstrip("\n") + "\n"
     cells = sum(len(g.cells) for g in groups)
     upstream = [g for g in groups if g.upstream]
     lines = ["# Findings: failing cells by root cause", ""]
@@ -252,18 +370,40 @@ def render_findings(groups: list[Group], envelopes: list[dict], sources: list[st
                   "groups them by fingerprint (kind and `module:qualname`).", ""]
     if not groups:
         return "\n".join(lines + ["No failing cell."]) + "\n"
+    ranked = rank(groups, envelopes)
+    lines += render_top(ranked)
+    found = dict((g.id, u) for g, u in ranked)
+    lines += ["## Every group", ""]
     lines += ["| # | group | kind | where | classes | cells | checks |", "| ---: | --- | --- | --- | ---: | ---: | --- |"]
-    for rank, g in enumerate(groups, 1):
+    for index, g in enumerate(groups, 1):
         where = _code(g.where, 120).replace("|", "\\|")
-        lines.append(f"| {rank} | [`{g.id}`](#{g.id}) | {g.kind or '(reason)'} | {where} | {len(g.classes)} | "
+        lines.append(f"| {index} | [`{g.id}`](#{g.id}) | {g.kind or '(reason)'} | {where} | {len(g.classes)} | "
                      f"{len(g.cells)} | {', '.join(g.checks)} |")
     lines += [""]
     if upstream:
         lines += ["## Upstream findings", ""]
         for g in upstream:
-            lines += render_group(g, envelopes, sources, links)
+            lines += render_group(g, envelopes, sources, links, found.get(g.id))
     if len(upstream) < len(groups):
         lines += ["## Gaps of the suite (harness errors, crashes, timeouts)", ""]
         for g in groups[len(upstream):]:
             lines += render_group(g, envelopes, sources, links)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def render_top(ranked: list[tuple[Group, Unlock]], top: int = TOP) -> list[str]:
+    """The ranked opening: the `top` upstream groups by what fixing each would unlock (`rank`)."""
+    if not ranked:
+        return []
+    lines = [f"## Fix first: the top {min(top, len(ranked))} root causes by what fixing them unlocks", "",
+             "Cells: the (class, column) cells this group alone blocks. Whole path: the classes that would then "
+             "pass every column of a path (" + "; ".join(f"{name} = {' + '.join(columns)}" for name, columns
+                                                          in PATHS.items()) + "), not applicable columns aside.", "",
+             "| rank | group | kind | where | site in | cells | whole path | classes |",
+             "| ---: | --- | --- | --- | --- | ---: | --- | ---: |"]
+    for index, (g, u) in enumerate(ranked[:top], 1):
+        paths = ", ".join(f"{name} ×{len(classes)}" for name, classes in u.paths.items() if classes) or "—"
+        where = _code(g.where, 120).replace("|", "\\|")
+        lines.append(f"| {index} | [`{g.id}`](#{g.id}) | {g.kind or '(reason)'} | {where} | {site_in(g)} | "
+                     f"{len(u.cells)} | {paths} | {len(g.classes)} |")
+    return lines + [""]

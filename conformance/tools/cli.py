@@ -14,6 +14,7 @@
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
+    conformance findings RUN.json [...] --repro DIR [--verify] [--group ID] [--timeout S]
     conformance bench [ARGS...]
     conformance versions [--ci]
     conformance jobs list|run|publish [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
@@ -368,13 +369,21 @@ def cmd_findings(args) -> int:
 
     envelopes = [report.load_envelope(run) for run in args.runs]
     groups = findings.group_failures(envelopes, list(args.runs))
+    if args.verify and not args.repro:
+        raise CliError("findings: --verify runs the scripts of --repro DIR; name the folder")
+    if args.repro:
+        return _findings_repro(args, groups, envelopes)
     links, note = _expectation_links(envelopes)
     if note:
         print(f"conformance findings: {note}", file=sys.stderr)
     if args.json:
+        ranked = {g.id: (index, u) for index, (g, u) in enumerate(findings.rank(groups, envelopes), 1)}
         text = json.dumps([{"id": g.id, "kind": g.kind, "where": g.where, "by_reason": g.by_reason,
                             "upstream": g.upstream, "classes": g.classes,
-                            "cells": [[c.model, c.check, c.verdict, args.runs[c.run]] for c in g.cells]}
+                            "cells": [[c.model, c.check, c.verdict, args.runs[c.run]] for c in g.cells],
+                            **({"rank": ranked[g.id][0], "site_in": findings.site_in(g),
+                                "unlocks": {"cells": [list(c) for c in ranked[g.id][1].cells],
+                                            "paths": ranked[g.id][1].paths}} if g.id in ranked else {})}
                            for g in groups if not args.group or g.id == args.group], indent=1) + "\n"
     else:
         try:
@@ -387,6 +396,41 @@ def cmd_findings(args) -> int:
         print(f"wrote {args.output}: {len(groups)} group(s)")
     else:
         sys.stdout.write(text)
+    return 0
+
+
+def _findings_repro(args, groups, envelopes) -> int:
+    """`findings --repro DIR [--verify]`: a standalone script per upstream group and its index; with --verify
+    each script run alone and compared with its group, the index saying which reproduce (exit 0 either way: a
+    script that does not reproduce is a finding of the index, listed with why)."""
+    from conformance.report import repro, repro_verify
+
+    folder = Path(args.repro)
+    if args.group and not any(g.id == args.group and g.upstream for g in groups):
+        raise CliError(f"findings: no upstream group {args.group!r} in these runs; `conformance findings "
+                       "RUN.json` lists the ids")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CliError(f"findings: cannot create {folder}: {exc.strerror or exc}") from None
+
+    def said(entry) -> None:
+        state = entry.script or f"no script: {entry.why}"
+        if entry.verified is not None:
+            state = f"{entry.script}: {'reproduces' if entry.verified else 'does not reproduce: ' + entry.why}" \
+                    f" ({entry.seconds:.1f} s)"
+        print(f"{entry.group}: {state}", file=sys.stderr, flush=True)
+
+    entries = repro.write_repro(groups, envelopes, list(args.runs), folder, only=args.group, progress=said)
+    written = [e for e in entries if e.script]
+    print(f"wrote {len(written)} script(s) for {len(entries)} upstream group(s) into {folder}")
+    if not args.verify:
+        return 0
+    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said)
+    repro.write_index(entries, folder, list(args.runs), envelopes)
+    failed = [e for e in written if not e.verified]
+    print(f"verified: {len(written) - len(failed)} of {len(written)} script(s) reproduce "
+          f"(index: {folder / repro.README})")
     return 0
 
 
@@ -492,6 +536,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--group", default="", metavar="ID", help="only this group's section, ready to paste")
     p.add_argument("--json", action="store_true", help="the groups as JSON (id, kind, where, classes, cells)")
     p.add_argument("-o", "--output", metavar="OUT.md", help="write here instead of stdout")
+    p.add_argument("--repro", metavar="DIR", default="",
+                   help="write a standalone reproducer script per upstream group, README.md and index.json into DIR")
+    p.add_argument("--verify", action="store_true",
+                   help="with --repro: run each script alone (the suite not importable) and compare its failure")
+    p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per script with --verify")
     p.set_defaults(func=cmd_findings)
 
     sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)

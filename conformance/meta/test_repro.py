@@ -1,0 +1,215 @@
+"""`conformance findings` ranking and `--repro`: unlock counts on synthetic envelopes, the reproducers' pieces, and
+three scripts of the published matrix verified in a subprocess that cannot import the suite."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from conformance.meta.test_findings import GUARD, HARNESS, LOCK, failing, make_run
+from conformance.report import envelope as report
+from conformance.report import findings, repro, repro_report, repro_verify
+from conformance.report.repro_values import Inputs, literal
+from conformance.tools import cli
+
+pytestmark = pytest.mark.meta
+
+PUBLISHED = Path(__file__).resolve().parents[2] / "reports" / "matrix.json"
+FAMILIES = ("export_forward_strict", "static_cache", "legacy_cache", "build", "export_forward")  # fast ones first
+
+
+def by_id(groups):
+    return {g.id: g for g in groups}
+
+
+# --------------------------------------------------------------------------- ranking
+
+
+def test_unlocks_count_cells_and_whole_paths_a_group_alone_blocks():
+    run = make_run()
+    groups = findings.group_failures([run])
+    found = findings.unlocks(groups, [run])
+    lock, guard = (findings.group_id(f["kind"], f["where"], False) for f in (LOCK, GUARD))
+    assert sorted(found[lock].cells) == [(m, "compile_prefill") for m in ("AForConditionalGeneration",
+                                                                          "BForConditionalGeneration",
+                                                                          "CForConditionalGeneration")]
+    # A's compile path is blocked by two groups; B's decode passes, C's is an xpass (a pass): both unlocked
+    assert found[lock].paths == {"compile": ["BForConditionalGeneration", "CForConditionalGeneration"]}
+    assert found[guard].cells == [("AForConditionalGeneration", "compile_decode")] and found[guard].paths == {}
+    ranked = findings.rank(groups, [run])
+    assert [g.id for g, _ in ranked] == [lock, guard]  # the harness error is no upstream finding: not ranked
+    assert ranked[0][1].summary() == "3 cell(s); whole path: compile ×2"
+
+
+def test_a_cell_failing_for_another_cause_in_another_run_is_not_unlocked():
+    first, second = make_run(), make_run(backend="inductor")
+    second["models"]["BForConditionalGeneration"]["cells"]["compile_prefill"] = failing(
+        "fail", "Could not guard on data-dependent", GUARD)
+    groups = findings.group_failures([first, second])
+    found = findings.unlocks(groups, [first, second])
+    lock = by_id(groups)[findings.group_id(LOCK["kind"], LOCK["where"], False)]
+    assert ("BForConditionalGeneration", "compile_prefill") not in found[lock.id].cells
+    assert found[lock.id].paths == {"compile": ["CForConditionalGeneration"]}
+
+
+def test_a_path_needs_each_of_its_columns_in_the_run():
+    run = make_run()
+    for row in run["models"].values():
+        row["cells"].pop("compile_decode")
+    found = findings.unlocks(findings.group_failures([run]), [run])
+    assert all(not u.paths for u in found.values())
+
+
+def test_where_a_site_is():
+    def group(kind, where):
+        return findings.Group("x", kind, where, False)
+
+    assert findings.site_in(group("exception", "transformers.cache_utils:Cache.update")) == "transformers"
+    assert findings.site_in(group("backend", "<inductor generated code>:call")) == "torch (inductor)"
+    assert findings.site_in(group("exception", "torch._dynamo.variables:X.call")) == "torch (dynamo)"
+    assert findings.site_in(group("export_error", "torch._export.serde.serialize:S.f")) == "torch (export)"
+    assert findings.site_in(group("exception", "torch._ops:OpOverload.__call__")) == "torch (other)"
+    assert findings.site_in(group("exception", "onnxruntime.capi.x:Session.run")) == "another backend (onnxruntime)"
+    assert findings.site_in(group("recompile", "kwargs['cache'] == # @ cache_utils:update")) == "transformers"
+    assert findings.site_in(group("contract", "logits differ by # > #")) == "no code site"
+
+
+def test_the_document_opens_with_the_ranked_top_ten_and_json_carries_the_unlocks(tmp_path, capsys, monkeypatch):
+    run = make_run()
+    groups = findings.group_failures([run], ["run.json"])
+    text = findings.render_findings(groups, [run], ["run.json"])
+    assert text.index("## Fix first: the top 2 root causes") < text.index("## Every group")
+    lock = findings.group_id(LOCK["kind"], LOCK["where"], False)
+    assert f"| 1 | [`{lock}`](#{lock}) | unsupported | `{LOCK['where']}` | transformers | 3 | compile ×2 | 3 |" in text
+    assert "- **Fixing it unlocks**: 3 cell(s); whole path: compile ×2" in text
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps(run))
+    monkeypatch.setattr(cli, "_expectation_links", lambda envelopes: ({}, ""))
+    assert cli.main(["findings", str(run_json), "--json"]) == 0
+    data = {g["id"]: g for g in json.loads(capsys.readouterr().out)}
+    assert data[lock]["rank"] == 1 and data[lock]["site_in"] == "transformers"
+    assert data[lock]["unlocks"]["paths"] == {"compile": ["BForConditionalGeneration", "CForConditionalGeneration"]}
+    assert "rank" not in data[findings.group_id(HARNESS["kind"], HARNESS["error"], False)]
+
+
+# --------------------------------------------------------------------------- the scripts' pieces
+
+
+def test_inputs_are_written_exactly_where_they_can_be_and_as_a_seeded_recipe_else():
+    writer = Inputs()
+    ids = torch.tensor([[0, 0, 0, 0, 7, 8, 9], [3, 4, 5, 6, 7, 8, 9]])
+    mask = torch.zeros(2, 5, dtype=torch.bool)
+    mask[:, 2] = True
+    sizes = torch.tensor([[32.0, 64.0]])
+    pixels = torch.randn(2, 3, 16, 16) * 2 + 5
+    g = torch.Generator().manual_seed(0)
+    for value in (ids, mask, sizes, torch.ones(4, 4), torch.zeros(0, 3, dtype=torch.long)):
+        made = eval(writer.source(value, "x"))
+        assert torch.equal(made, value) and made.dtype == value.dtype
+    recipe = writer.source(pixels, "pixel_values")
+    made = eval(recipe)
+    assert made.shape == pixels.shape and "generator=g" in recipe and writer.recipes == ["pixel_values"]
+    assert abs(float(made.mean()) - 5) < 0.3 and abs(float(made.std()) - 2) < 0.3
+    assert eval(literal({"a": [1.5, math.inf], "b": None, "c": (1,)}))["a"][1] == math.inf
+    with pytest.raises(ValueError, match="b.c is a object"):
+        literal({"b": {"c": object()}})
+
+
+def test_the_reporting_part_states_the_suites_fingerprints():
+    try:
+        with repro_report.failing_as("export_error"):
+            raise RuntimeError("boom")
+    except RuntimeError as exc:
+        assert repro_report.fingerprint(exc)["kind"] == "export_error"
+    try:
+        with repro_report.failing_as("exception", unsupported="graph_break"):
+            raise type("Unsupported", (Exception,), {})("nope")
+    except Exception as exc:
+        assert repro_report.fingerprint(exc)["kind"] == "graph_break"
+    data_dependent = repro_report.fingerprint(ValueError("Could not guard on data-dependent expression u0 > 1"))
+    assert data_dependent["kind"] == "data_dependent_guard" and data_dependent["error"] == "ValueError"
+    finding = repro_report.Finding("contract", "scores differ at new token 3 by 0.5 > 1e-05")
+    assert repro_report.fingerprint(finding) == {"kind": "contract", "what": "scores differ at new token # by # > #"}
+    guard = "0/0: kwargs['cache'].layers[0].n == 18  # x = 1  # cache_utils.py:566 in update"
+    assert repro_report.fingerprint(repro_report.Finding("recompile", "r", guard=guard))["guard"] == \
+        "kwargs['cache'].layers[#].n == # @ cache_utils:update"
+
+
+def _script(tmp_path: Path, name: str, body: str) -> Path:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def test_verification_never_counts_a_silent_pass_nor_a_script_that_uses_the_suite(tmp_path):
+    group = findings.Group("exception-00000000", "exception", "transformers.x:f", False,
+                           [findings.FailingCell("M", "build", "fail", "fail", "", 0.1,
+                                                 {"kind": "exception", "error": "ValueError"}, "", 0)])
+    silent = repro_verify.run_script(_script(tmp_path, "silent.py", f"print('{repro_report.RESULT} ' "
+                                                                    "+ '{\"raised\": false}')\n"), 60)
+    reproduces, why = repro_verify.judge(group, silent)
+    assert not reproduces and "ran to the end without failing" in why
+    suite = repro_verify.run_script(_script(tmp_path, "suite.py", "import conformance\n"), 60)
+    assert suite.result is None and "ModuleNotFoundError" in suite.stderr and "not importable here" in suite.stderr
+    assert not repro_verify.judge(group, suite)[0]
+    other = repro_verify.Run(1, 0.1, {"raised": True, "kind": "exception", "where": "transformers.y:g",
+                                      "error": "ValueError"}, "")
+    assert repro_verify.judge(group, other) == (False, "it fails otherwise: exception at transformers.y:g "
+                                                       "(ValueError); differs in site transformers.y:g (the group: "
+                                                       "transformers.x:f)")
+
+
+def test_cli_repro_writes_an_index_of_every_upstream_group(tmp_path, capsys):
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps(make_run()))
+    assert cli.main(["findings", str(run_json), "--verify"]) == cli.USAGE_ERROR
+    assert "--verify runs the scripts of --repro DIR" in capsys.readouterr().err
+    assert cli.main(["findings", str(run_json), "--repro", str(tmp_path / "out")]) == 0
+    index = json.loads((tmp_path / "out" / repro.INDEX).read_text())
+    assert [g["kind"] for g in index["groups"]] == ["unsupported", "data_dependent_guard"]  # upstream only
+    assert all(not g["script"] and "not a class of the installed transformers" in g["why"] for g in index["groups"])
+    readme = (tmp_path / "out" / repro.README).read_text()
+    assert "**0 of 2 upstream groups reproduce standalone**" in readme and "| no script |" in readme
+
+
+# --------------------------------------------------------------------------- three published groups, verified
+
+
+def _published_groups():
+    if not PUBLISHED.exists():
+        pytest.skip("no published matrix (reports/matrix.json) in this checkout")
+    envelope = report.load_envelope(str(PUBLISHED))
+    groups = findings.group_failures([envelope], [str(PUBLISHED)])
+    chosen = []
+    for family in FAMILIES:  # one group per check family, the fastest cell of that family
+        candidates = [g for g in groups if g.upstream and g not in chosen and g.kind not in ("contract",)
+                      and (lambda c: c is not None and c.check == family)(repro.repro_cell(g))]
+        if candidates and len(chosen) < 3:
+            chosen.append(min(candidates, key=lambda g: repro.repro_cell(g).seconds))
+    assert len(chosen) == 3, f"the published matrix has fewer than three families of {FAMILIES}"
+    return envelope, groups, chosen
+
+
+def test_three_published_groups_reproduce_standalone(tmp_path):
+    envelope, groups, chosen = _published_groups()
+    entries = [repro.write_one(g, [envelope], tmp_path) for g in chosen]
+    assert len({e.check for e in entries}) == 3
+    for e in entries:
+        assert e.script or e.why, e  # a group without a script says why
+        if e.script:
+            source = (tmp_path / e.script).read_text()
+            assert not re.search(r"^\s*(import|from)\s+conformance", source, re.M) and "REPRO-RESULT" in source
+    repro_verify.verify(entries, groups, tmp_path, timeout=120)
+    reproduced = [e for e in entries if e.verified]
+    for e in entries:
+        assert e.verified or e.why, e  # listed as not reproducing, with the reason
+    assert len(reproduced) >= 2, [(e.group, e.why) for e in entries]
+    for e in reproduced:
+        group = by_id(groups)[e.group]
+        assert e.observed["kind"] == group.kind and findings.cause_key(e.observed, "")[1] == group.where

@@ -1,0 +1,353 @@
+"""Reproducer templates of the export checks: export_forward(_strict), export_dynamic, export_static_cache,
+export_generate, export_onnx, onnx_generate (`conformance.report.repro_steps` states what a template is).
+
+A failure at one export step (the fingerprint's `what` or the reason names the stage: ``torch.export.
+export(strict=True)``, ``export of part vision``, ``onnxruntime session of part 'step'``) is written up to
+that step; a failure after the programs exist (a call of a loaded program, a comparison) is written with
+the whole check: the programs' run and the comparison the check makes, with its words.
+"""
+
+from __future__ import annotations
+
+import re
+
+import torch
+
+from conformance.report.repro_steps import Context, NoTemplate, Steps, atol, register, rtol
+from conformance.report.repro_values import literal
+
+TEXT_CONFIG = "config.get_text_config(decoder=True)"
+PARTS = ("vision", "embed_prefill", "embed_step", "prefill", "step")
+
+
+def _constants(value: dict) -> str:
+    try:
+        return literal(value)
+    except ValueError as exc:
+        raise NoTemplate(f"an input the check bakes into the program cannot be written: {exc}") from None
+
+
+def _forward_inputs(ctx: Context, inputs: dict | None = None) -> tuple[dict, dict]:
+    """(tensors, constants) as export_forward passes them: plain values baked in, use_cache=False."""
+    from conformance.checks.common.export import accepts, split_inputs
+
+    tensors, constants = split_inputs(ctx.case.inputs() if inputs is None else inputs)
+    if accepts(ctx.case.fresh_model(), "use_cache"):
+        constants = {**constants, "use_cache": False}
+    return tensors, constants
+
+
+def _compare_loaded() -> list[str]:
+    return ["with torch.no_grad(), failing_as(\"export_error\"):",
+            "    module = loaded.module()",
+            "    first, second = logits_of(module(**inputs)).clone(), logits_of(module(**inputs)).clone()",
+            "with torch.no_grad():",
+            "    expected = logits_of(tiny_model()(**inputs, **CONSTANTS))  # eager, another instance",
+            'for what, actual in (("loaded program (first call)", first), ("loaded program (second call)", second)):',
+            "    within, beyond = close(actual, expected, ATOL, RTOL)",
+            "    if not within:",
+            '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)',
+            "within, beyond = close(second, first, ATOL, RTOL)",
+            "if not within:",
+            '    raise Finding("contract", f"the loaded program\'s second call differs from its first by {beyond}")']
+
+
+@register("export_forward", "export_forward_strict")
+def export_forward(ctx: Context) -> Steps:
+    tensors, constants = _forward_inputs(ctx)
+    strict = ctx.check == "export_forward_strict"
+    body = ["inputs = sample_inputs()",
+            "model = tiny_model()",
+            f"loaded = export_and_reload(LogitsModule(model, CONSTANTS), inputs, strict={strict})"]
+    return Steps(body + _compare_loaded(), parts=("export_and_reload", "close", "logits_of"), inputs=tensors,
+                 constants={"CONSTANTS": _constants(constants), "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+
+
+@register("export_dynamic")
+def export_dynamic(ctx: Context) -> Steps:
+    what = ctx.fingerprint.get("what", "")
+    dims = re.findall(r"(\w+) dim (\d+)", what.split(" with ", 1)[-1]) if " with " in what else []
+    if ctx.kind not in ("export_error", "data_dependent_guard") or not dims:
+        raise NoTemplate(f"a {ctx.kind or 'failure'} of export_dynamic is decided over the suite's variants "
+                         "(other prompts) and its shape log, not by one export")
+    tensors, constants = _forward_inputs(ctx)
+    marked: dict[str, list[int]] = {}
+    for name, dim in dims:
+        marked.setdefault(name, []).append(int(dim))
+    body = ["inputs = sample_inputs()",
+            "shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}",
+            "module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)",
+            'with torch.no_grad(), failing_as("export_error"):',
+            "    torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)"]
+    return Steps(body, parts=("NamedLogitsModule",), imports=("from torch.export import Dim",), inputs=tensors,
+                 constants={"CONSTANTS": _constants(constants), "DYNAMIC": repr(marked)},
+                 notes=["only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic "
+                        "retries with fewer; this is the export that failed)"])
+
+
+@register("export_static_cache")
+def export_static_cache(ctx: Context) -> Steps:
+    from conformance.checks.common.cache import cache_kwarg, cache_owner, generate_inputs
+    from conformance.checks.common.export import split_inputs
+    from conformance.checks.export_static_cache import DECODE_STEPS, SPARE_SLOTS, head_shapes
+    from conformance.build.configs import text_config
+
+    reason = ctx.cell.reason
+    decode = reason.startswith("decode program: ")
+    if not (reason.startswith("torch.export.export(") or decode):
+        raise NoTemplate("the failure comes after both programs exported (the runner's cache hand-over between "
+                         "loaded programs and its comparisons are not written standalone)")
+    model = ctx.case.fresh_model().eval()
+    owner, _ = cache_owner(model)
+    tensors, constants = split_inputs(generate_inputs(model, ctx.case.inputs()))
+    mask = tensors.pop("attention_mask", None)
+    ids = tensors["input_ids"]
+    batch, length = ids.shape[:2]
+    heads, head_dim = head_shapes(text_config(model.config))
+    body = ["inputs = sample_inputs()",
+            'mask2d = inputs.pop("attention_mask", None)',
+            'mask2d = torch.ones_like(inputs["input_ids"]) if mask2d is None else mask2d',
+            "",
+            "def wrapper():",
+            "    model = tiny_model()",
+            f"    return StaticCacheModule(model, {cache_kwarg(owner)!r}, model.{TEXT_CONFIG}, CONSTANTS, {batch}, "
+            "MAX_LEN, HEADS, HEAD_DIM)",
+            "",
+            f"prefill = dict(inputs, cache_position=torch.arange({length}), attention_mask=slot_mask(mask2d, MAX_LEN))",
+            'with torch.no_grad(), failing_as("export_error"):',
+            "    torch.export.export(wrapper(), (), kwargs=prefill, strict=True)  # the prefill program"]
+    if decode:
+        body += [f'step = dict(input_ids=inputs["input_ids"][:, -1:], cache_position=torch.tensor([{length}]),',
+                 "            attention_mask=slot_mask(mask2d, MAX_LEN))",
+                 'with torch.no_grad(), failing_as("export_error"):',
+                 "    torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program"]
+    tensors = dict(tensors, **({"attention_mask": mask} if mask is not None else {}))
+    return Steps(body, parts=("StaticCacheModule", "slot_mask"), inputs=tensors,
+                 constants={"CONSTANTS": _constants(constants), "MAX_LEN": repr(length + DECODE_STEPS + SPARE_SLOTS),
+                            "HEADS": literal(heads), "HEAD_DIM": literal(head_dim)})
+
+
+def _generation_facts(ctx: Context) -> dict:
+    """What export_generate derives from the model: the decoding and vision owners, media and text inputs,
+    the placeholder id, the cache length and argument (batch 1: the sample's second prompt)."""
+    from conformance.build.configs import placeholder_id
+    from conformance.checks.common.cache import cache_kwarg
+    from conformance.checks.common.generation import ExportedGeneration, single_prompt
+    from conformance.checks.common.outcome import NotApplicable
+    from conformance.report.repro_compile import _path
+
+    inputs = single_prompt(ctx.case.inputs())
+    model = ctx.case.fresh_model()
+    try:
+        generation = ExportedGeneration(model, inputs)
+    except NotApplicable as exc:
+        raise NoTemplate(f"the check does not apply this way: {exc}") from None
+    return {"inputs": inputs, "owner": _path(model, generation.owner),
+            "vision": _path(model, generation.vision_model) if generation.vision_model is not None else None,
+            "media": sorted(generation.media), "text": sorted(generation.text),
+            "placeholder": placeholder_id(model.config), "max_len": generation.max_len,
+            "kwarg": cache_kwarg(generation.owner)}
+
+
+def _split(facts: dict) -> list[str]:
+    placeholders = (f'inputs["input_ids"] == {facts["placeholder"]}' if facts["placeholder"] is not None
+                    else 'torch.zeros_like(inputs["input_ids"], dtype=torch.bool)')
+    return ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
+            "model = tiny_model()",
+            f"owner = model{facts['owner']}  # the module generate decodes with",
+            f"placeholders = {placeholders}",
+            'ids = inputs["input_ids"].masked_fill(placeholders, 0)',
+            f"media = {{k: inputs[k] for k in {facts['media']!r}}}",
+            f"text = {{k: inputs[k] for k in {facts['text']!r}}}",
+            "embedding = EmbedPart(owner.get_input_embeddings())",
+            f"decoder = DecoderPart(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG})"]
+
+
+def _stage(ctx: Context, pattern: str) -> str:
+    found = re.search(pattern, f"{ctx.fingerprint.get('what', '')} {ctx.cell.reason}")
+    return found.group(1) if found else ""
+
+
+@register("export_generate")
+def export_generate(ctx: Context) -> Steps:
+    facts = _generation_facts(ctx)
+    stage = _stage(ctx, r"export of part '?(\w+)")
+    body = _split(facts) + ["programs = {}"]
+    exports = [("vision", f"VisionPart(model{facts['vision']}), kwargs=media"),
+               ("embed_prefill", "embedding, (ids,)"), ("embed_step", "embedding, (ids[:, -1:],)"),
+               ("prefill", "decoder, (embeds,), dict(text)"), ("step", "decoder, (embeds[:, -1:], state)")]
+    for name, call in exports:
+        if name == "vision" and facts["vision"] is None:
+            continue
+        if name == "prefill":
+            body += ["with torch.no_grad():", "    embeds = embedding(ids)"]
+        if name == "step":
+            body += ["with torch.no_grad():", "    _, *state = decoder(embeds, **text)"]
+        body.append(f"programs[{name!r}] = export_part({call})")
+        if name == stage:
+            return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart"))
+    body += ["",
+             "def run(name, *args, **kwargs):",
+             "    return programs[name].module()(*args, **kwargs)",
+             "",
+             *_greedy_from("run", facts),
+             "exported = torch.cat(tokens, dim=1)",
+             "reference = tiny_model()",
+             "expected, eager_logits = eager_generation(reference, inputs, NEW_TOKENS)",
+             "with torch.no_grad():",
+             "    plain = logits_of(reference(**inputs))[:, -1, :]",
+             "if not torch.equal(exported, expected):",
+             "    step = int((exported != expected).int().argmax())",
+             '    raise Finding("contract", f"tokens from the exported programs differ from eager generate at new "',
+             '                              f"token {step}: {exported[0].tolist()} vs {expected[0].tolist()}")',
+             "for step, (actual, wanted) in enumerate(zip(logits, eager_logits)):",
+             "    within, beyond = close(actual, wanted, ATOL, RTOL)",
+             "    if not within:",
+             '        what = ("prefill" if step == 0 else f"decode step {step}") + " of the exported programs vs eager "'
+             '"generate"',
+             '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)',
+             "within, beyond = close(logits[0], plain, ATOL, RTOL)",
+             "if not within:",
+             '    raise Finding("contract", f"prefill of the exported programs vs a forward without cache: logits "',
+             '                              f"differ by {beyond}")']
+    return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
+                                "close", "logits_of"), new_tokens=8)
+
+
+def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
+    """Greedy decoding from parts called through `run` (the placeholder merge and the argmax are glue)."""
+    step = (f'logits, *state = {run}("step", {run}("embed_step", tokens[-1]), list(state))' if functional
+            else f'logits = {run}("step", {run}("embed_step", tokens[-1]), list(state))')
+    merge = ([f'    features = {run}("vision", **media).to(embeds.dtype)',
+              "    if features.numel() != int(placeholders.sum()) * embeds.shape[-1]:",
+              '        raise Finding("contract", f"vision part gives {tuple(features.shape)} features for "',
+              '                                  f"{int(placeholders.sum())} placeholders")',
+              "    embeds = embeds.masked_scatter(placeholders.unsqueeze(-1), features)"]
+             if facts["vision"] is not None else [])
+    return ["with torch.no_grad():",
+            f'    embeds = {run}("embed_prefill", ids)',
+            *merge,
+            f'    logits, *state = {run}("prefill", embeds, **text)',
+            "    logits_list, tokens = [logits.float()], [logits.argmax(-1, keepdim=True)]",
+            "    for _ in range(NEW_TOKENS - 1):",
+            f"        {step}",
+            "        logits_list.append(logits.float())",
+            "        tokens.append(logits.argmax(-1, keepdim=True))",
+            "logits = logits_list"]
+
+
+def _steps(body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
+    constants = {"MAX_LEN": repr(facts["max_len"]), "NEW_TOKENS": repr(new_tokens),
+                 "ATOL": repr(atol("export")), "RTOL": repr(rtol()), **more}
+    return Steps(body, parts=parts, constants=constants, inputs=facts["inputs"])
+
+
+def _exporter() -> str:
+    from conformance.checks.common import onnx as _onnx
+
+    return "transformers" if _onnx.exporter_name() == _onnx.TRANSFORMERS_EXPORTER else "torch"
+
+
+@register("export_onnx")
+def export_onnx(ctx: Context) -> Steps:
+    tensors, constants = _forward_inputs(ctx)
+    exporter = _exporter()
+    # an encoder-decoder's logits are over the decoder positions: its own mask says which to compare
+    mask_key = "decoder_attention_mask" if any(k.startswith("decoder_") for k in tensors) else "attention_mask"
+    module = "model, {**inputs, **CONSTANTS}" if exporter == "transformers" else \
+        "LogitsModule(model, CONSTANTS), dict(inputs)"
+    body = ["inputs = sample_inputs()",
+            "model = tiny_model()",
+            "folder = tempfile.mkdtemp()",
+            f'feed = onnx_export({module}, os.path.join(folder, "model.onnx"), EXPORTER)',
+            'outputs = OrtProgram(os.path.join(folder, "model.onnx"))(feed)',
+            'actual = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))',
+            "with torch.no_grad():",
+            "    expected = logits_of(tiny_model()(**inputs, **CONSTANTS))",
+            f"mask = inputs.get({mask_key!r})",
+            "if isinstance(mask, torch.Tensor) and mask.dim() == 2 and expected.shape[:2] == mask.shape:",
+            "    actual, expected = actual[mask.bool()], expected[mask.bool()]  # every non-padding position",
+            "within, beyond = close(actual, expected, ATOL, RTOL)",
+            "if not within:",
+            '    raise Finding("numerical_mismatch", f"ONNX Runtime logits: logits differ from eager by {beyond}",',
+            '                  what="ONNX Runtime logits")']
+    parts = ("onnx_export", "OrtProgram", "close", "logits_of") + (("LogitsModule",) if exporter == "torch" else ())
+    return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
+                 constants={"CONSTANTS": _constants(constants), "EXPORTER": repr(exporter),
+                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+
+
+@register("onnx_generate")
+def onnx_generate(ctx: Context) -> Steps:
+    facts = _generation_facts(ctx)
+    stage = _stage(ctx, r"(?:export|onnxruntime session) of part '(\w+)'")
+    body = _split(facts) + ["folder = tempfile.mkdtemp()",
+                            "sessions = {}",
+                            "",
+                            "def onnx_part(name, module, kwargs):",
+                            '    path = os.path.join(folder, name, "model.onnx")',
+                            "    os.makedirs(os.path.dirname(path))",
+                            "    onnx_export(module, kwargs, path, EXPORTER)",
+                            "    sessions[name] = OrtProgram(path)",
+                            ""]
+    exports = [("vision", f"VisionPart(model{facts['vision']}), dict(media)"),
+               ("embed_prefill", 'embedding, {"input_ids": ids}'), ("embed_step", 'embedding, {"input_ids": ids[:, -1:]}'),
+               ("prefill", 'decoder, {"inputs_embeds": embeds, **text}'),
+               ("step", f"FunctionalStep(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG}), "
+                        '{"inputs_embeds": embeds[:, -1:], "cache_tensors": state}')]
+    parts = ("onnx_export", "OrtProgram", "EmbedPart", "DecoderPart", "VisionPart", "FunctionalStep", "leaf_feed")
+    imports = ("import os", "import tempfile")
+    for name, call in exports:
+        if name == "vision" and facts["vision"] is None:
+            continue
+        if name == "prefill":
+            body += ["with torch.no_grad():  # the decoder runs once the parts before it are exported",
+                     "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]
+        body.append(f"onnx_part({name!r}, {call})")
+        if name == stage:
+            steps = _steps(body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
+            steps.imports = imports
+            return steps
+    body += ["POSITIONAL = {'embed_prefill': ('input_ids',), 'embed_step': ('input_ids',), "
+             "'prefill': ('inputs_embeds',),",
+             "              'step': ('inputs_embeds', 'cache_tensors')}",
+             "",
+             "def ort(name, *args, **kwargs):",
+             "    outputs = list(sessions[name](leaf_feed(dict(zip(POSITIONAL.get(name, ()), args), **kwargs))).values())",
+             "    return outputs[0] if len(outputs) == 1 else outputs",
+             "",
+             *_greedy_from("ort", facts, functional=True),
+             "onnx_tokens, onnx_logits = torch.cat(tokens, dim=1), logits",
+             "reference = tiny_model()",
+             "expected_tokens, expected_logits = eager_generation(reference, inputs, NEW_TOKENS)",
+             "expected_logits = [x.float() for x in expected_logits]",
+             f"ref_owner = reference{facts['owner']}",
+             "ref_embedding = EmbedPart(ref_owner.get_input_embeddings())",
+             f"modules = {{'embed_prefill': ref_embedding, 'embed_step': ref_embedding,",
+             f"           'prefill': DecoderPart(ref_owner, MAX_LEN, {facts['kwarg']!r}, ref_owner.{TEXT_CONFIG}),",
+             f"           'step': FunctionalStep(ref_owner, MAX_LEN, {facts['kwarg']!r}, ref_owner.{TEXT_CONFIG})}}",
+             *([f"modules['vision'] = VisionPart(reference{facts['vision']})"] if facts["vision"] is not None else []),
+             "",
+             "def eager_part(name, *args, **kwargs):",
+             "    out = modules[name](*args, **kwargs)",
+             "    return list(out) if isinstance(out, tuple) else out",
+             "",
+             *_greedy_from("eager_part", facts, functional=True),
+             "parts_logits = logits",
+             "",
+             "def worst(a, b):",
+             "    return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b))",
+             "",
+             "parts_diff, decomposition = worst(onnx_logits, parts_logits), worst(parts_logits, expected_logits)",
+             "for step, (actual, wanted) in enumerate(zip(onnx_logits, expected_logits)):",
+             "    within, beyond = close(actual, wanted, ATOL, RTOL)",
+             "    if not within:",
+             '        raise Finding("contract", f"step {step}: ONNX Runtime logits differ from eager generate by {beyond} "',
+             '                                  f"(ONNX vs the same parts run eagerly: {parts_diff:.3g}; eager parts vs "',
+             '                                  f"eager generate: {decomposition:.3g})")',
+             "    if not torch.equal(onnx_tokens[:, step], expected_tokens[:, step]):",
+             '        raise Finding("contract", f"tokens from the ONNX parts differ from eager generate at new token "',
+             '                                  f"{step}: {onnx_tokens[0].tolist()} vs {expected_tokens[0].tolist()}")']
+    steps = _steps(body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
+    steps.imports = imports
+    return steps

@@ -199,7 +199,7 @@ def _model_source(ctx: Context) -> list[str]:
             f"    model = {model}({config}.from_dict(CONFIG))",
             "    with torch.no_grad():",
             "        for name, param in model.named_parameters():",
-            '            if param.is_floating_point() and not name.endswith("bias") and param.numel() and not param.any():',
+            '            if param.is_floating_point() and not name.endswith("bias") and not param.any():',
             "                param.normal_(0.0, 0.02)",
             "    return model.eval()"]
 
@@ -326,7 +326,8 @@ def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) ->
              "interpreter without the suite importable, same fingerprint kind, exception type and site as the "
              f"group); {len(written)} have a script, {len(checked)} were verified, "
              f"{len(checked) - len(ok)} do not reproduce, {len(entries) - len(written)} have no script.", "",
-             "| group | classes | cells | script | verified | why not / notes |", "| --- | ---: | ---: | --- | --- | --- |"]
+             "| group | classes | cells | script | verified | why not / notes |",
+             "| --- | ---: | ---: | --- | --- | --- |"]
     for e in entries:
         classes = ", ".join(e.classes[:3]) + (f" +{len(e.classes) - 3}" if len(e.classes) > 3 else "")
         script = f"[`{e.script}`]({e.script}) ({e.model} / `{e.check}`)" if e.script else "—"

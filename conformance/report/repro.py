@@ -47,6 +47,7 @@ from conformance.report.repro_values import Inputs, literal
 INDEX = "index.json"
 README = "README.md"
 DROPPED_CONFIG_KEYS = ("transformers_version", "architectures", "_name_or_path")
+CELL_CLASSES = 40  # classes whose cells the header lists
 
 
 @dataclass
@@ -168,6 +169,13 @@ def _header(ctx: Context, steps: Steps, recipes: list[str], notes: list[str], en
     lines += _comment(f"Covers {len(group.classes)} class(es), {len(group.cells)} cell(s): "
                       f"{', '.join(group.classes[:12])}{' ...' if len(group.classes) > 12 else ''}; checks: "
                       f"{', '.join(f'{c} ({n})' for c, n in group.checks.items())}.")
+    by_class: dict[str, list[str]] = {}
+    for c in sorted(group.cells, key=lambda c: (c.model, c.check)):
+        by_class.setdefault(c.model, []).append(c.check)
+    shown = list(by_class.items())[:CELL_CLASSES]
+    lines += _comment("Cells: " + "; ".join(f"{name} ({', '.join(checks)})" for name, checks in shown)
+                      + (f"; and {len(by_class) - CELL_CLASSES} more class(es)" if len(by_class) > CELL_CLASSES else "")
+                      + ".")
     lines += _comment(f"This script: {cell.model} / {cell.check} (a tiny random {cell.model} from the config "
                       f"below, the inputs the check fed, the check's steps up to the failure).")
     lines += ["#"] + _comment("Diagnosis: " + diagnosis(group, cell)) + ["#"]
@@ -191,7 +199,7 @@ def _model_source(ctx: Context) -> list[str]:
             f"    model = {model}({config}.from_dict(CONFIG))",
             "    with torch.no_grad():",
             "        for name, param in model.named_parameters():",
-            '            if param.is_floating_point() and not name.endswith("bias") and param.numel() and not param.any():',
+            '            if param.is_floating_point() and not name.endswith("bias") and not param.any():',
             "                param.normal_(0.0, 0.02)",
             "    return model.eval()"]
 
@@ -318,7 +326,8 @@ def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) ->
              "interpreter without the suite importable, same fingerprint kind, exception type and site as the "
              f"group); {len(written)} have a script, {len(checked)} were verified, "
              f"{len(checked) - len(ok)} do not reproduce, {len(entries) - len(written)} have no script.", "",
-             "| group | classes | cells | script | verified | why not / notes |", "| --- | ---: | ---: | --- | --- | --- |"]
+             "| group | classes | cells | script | verified | why not / notes |",
+             "| --- | ---: | ---: | --- | --- | --- |"]
     for e in entries:
         classes = ", ".join(e.classes[:3]) + (f" +{len(e.classes) - 3}" if len(e.classes) > 3 else "")
         script = f"[`{e.script}`]({e.script}) ({e.model} / `{e.check}`)" if e.script else "—"

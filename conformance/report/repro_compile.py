@@ -90,7 +90,8 @@ def _call_order(cold_fails: bool) -> list[str]:
     return attempt + steps + [
         "if (cold is None) != (warm is None):",
         '    raise Finding("call_order", "call order changes the verdict: compiled before any eager call: "',
-        '                  f"{cold or \'pass\'}; compiled after an eager call: {warm or \'pass\'}", cause=cold or warm)',
+        '                  f"{cold or \'pass\'}; compiled after an eager call: {warm or \'pass\'}",',
+        "                  cause=cold or warm)",
         "if cold is not None:",
         "    raise cold"]
 
@@ -174,7 +175,7 @@ def compile_decode(ctx: Context) -> Steps:
              "torch._dynamo.reset()",
              "counters.clear()",
              f"with ({COMPILE_AS}, torch.no_grad(),",
-             "      torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1)):  # one recompile fails; count them all",
+             "      torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1)):  # count every recompile",
              "    compiled = model.generate(",
              "        **inputs, do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,",
              f"        disable_compile=False, {cache}, compile_config=config, output_logits=True,",
@@ -185,8 +186,8 @@ def compile_decode(ctx: Context) -> Steps:
              '    raise Finding("graph_break", f"the compiled decode step has {len(breaks)} graph break(s), first: "',
              "                                 f\"{breaks[0]}\")",
              'if not counters["stats"]["unique_graphs"]:',
-             '    raise Finding("contract", "generate did not compile the decode step (its cache is not a compileable "',
-             '                              "static cache, or the model\'s generate bypasses compilation)")',
+             '    raise Finding("contract", "generate did not compile the decode step (its cache is not a "',
+             '                  "compileable static cache, or the model\'s generate bypasses compilation)")',
              "failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]",
              "if failed:",
              '    raise Finding("recompile", "decode step recompiled after the first step; failed guard: "',
@@ -231,7 +232,8 @@ def static_cache(ctx: Context) -> Steps:
             "    rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()",
             '    raise Finding("contract", f"static cache diverges from the dynamic cache at new token {first} (rows "',
             '                              f"{rows}: static {new_static[rows, first].tolist()} vs dynamic "',
-            '                              f"{new_dynamic[rows, first].tolist()}); scores there differ by {beyond}{note}")']
+            '                              f"{new_dynamic[rows, first].tolist()}); scores there differ by "',
+            '                              f"{beyond}{note}")']
     helpers = ["def divergence(static, dynamic):",
                '    """(the first new token where any row differs, the worst score difference up to it)."""',
                "    steps = len(dynamic.scores)",

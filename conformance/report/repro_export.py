@@ -68,7 +68,7 @@ def export_dynamic(ctx: Context) -> Steps:
     what = ctx.fingerprint.get("what", "")
     dims = re.findall(r"(\w+) dim (\d+)", what.split(" with ", 1)[-1]) if " with " in what else []
     if ctx.kind not in ("export_error", "data_dependent_guard") or not dims:
-        raise NoTemplate(f"a {ctx.kind or 'failure'} of export_dynamic is decided over the suite's variants "
+        raise NoTemplate(f"this {ctx.kind or 'failure'} of export_dynamic is decided over the suite's variants "
                          "(other prompts) and its shape log, not by one export")
     tensors, constants = _forward_inputs(ctx)
     marked: dict[str, list[int]] = {}
@@ -203,8 +203,8 @@ def export_generate(ctx: Context) -> Steps:
              "for step, (actual, wanted) in enumerate(zip(logits, eager_logits)):",
              "    within, beyond = close(actual, wanted, ATOL, RTOL)",
              "    if not within:",
-             '        what = ("prefill" if step == 0 else f"decode step {step}") + " of the exported programs vs eager "'
-             '"generate"',
+             '        what = "prefill" if step == 0 else f"decode step {step}"',
+             '        what += " of the exported programs vs eager generate"',
              '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)',
              "within, beyond = close(logits[0], plain, ATOL, RTOL)",
              "if not within:",
@@ -291,7 +291,8 @@ def onnx_generate(ctx: Context) -> Steps:
                             "    sessions[name] = OrtProgram(path)",
                             ""]
     exports = [("vision", f"VisionPart(model{facts['vision']}), dict(media)"),
-               ("embed_prefill", 'embedding, {"input_ids": ids}'), ("embed_step", 'embedding, {"input_ids": ids[:, -1:]}'),
+               ("embed_prefill", 'embedding, {"input_ids": ids}'),
+               ("embed_step", 'embedding, {"input_ids": ids[:, -1:]}'),
                ("prefill", 'decoder, {"inputs_embeds": embeds, **text}'),
                ("step", f"FunctionalStep(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG}), "
                         '{"inputs_embeds": embeds[:, -1:], "cache_tensors": state}')]
@@ -313,7 +314,8 @@ def onnx_generate(ctx: Context) -> Steps:
              "              'step': ('inputs_embeds', 'cache_tensors')}",
              "",
              "def ort(name, *args, **kwargs):",
-             "    outputs = list(sessions[name](leaf_feed(dict(zip(POSITIONAL.get(name, ()), args), **kwargs))).values())",
+             "    named = dict(zip(POSITIONAL.get(name, ()), args), **kwargs)",
+             "    outputs = list(sessions[name](leaf_feed(named)).values())",
              "    return outputs[0] if len(outputs) == 1 else outputs",
              "",
              *_greedy_from("ort", facts, functional=True),
@@ -342,9 +344,9 @@ def onnx_generate(ctx: Context) -> Steps:
              "for step, (actual, wanted) in enumerate(zip(onnx_logits, expected_logits)):",
              "    within, beyond = close(actual, wanted, ATOL, RTOL)",
              "    if not within:",
-             '        raise Finding("contract", f"step {step}: ONNX Runtime logits differ from eager generate by {beyond} "',
-             '                                  f"(ONNX vs the same parts run eagerly: {parts_diff:.3g}; eager parts vs "',
-             '                                  f"eager generate: {decomposition:.3g})")',
+             '        raise Finding("contract", f"step {step}: ONNX Runtime logits differ from eager generate by "',
+             '                                  f"{beyond} (ONNX vs the same parts run eagerly: {parts_diff:.3g}; "',
+             '                                  f"eager parts vs eager generate: {decomposition:.3g})")',
              "    if not torch.equal(onnx_tokens[:, step], expected_tokens[:, step]):",
              '        raise Finding("contract", f"tokens from the ONNX parts differ from eager generate at new token "',
              '                                  f"{step}: {onnx_tokens[0].tolist()} vs {expected_tokens[0].tolist()}")']

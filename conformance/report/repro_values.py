@@ -11,7 +11,9 @@ Contracts:
   literals (``torch.tensor(...)``; a constant one ``torch.full``; runs of
   four or more equal entries as ``[v] * n``); a floating tensor is exact
   when small (`EXACT_FLOATS` entries) or when it holds few distinct values
-  (a mask, a grid), else a seeded recipe of its shape and dtype,
+  (a mask, a grid), its leading last-dim columns exact where they hold
+  whole numbers (the row and column ids of flattened patches), the rest
+  a seeded recipe of its shape and dtype,
   ``torch.randn(shape, generator=g)`` (its mean and spread kept when they
   are not 0 and 1), drawn in the order the inputs are written: the same
   distribution as the suite's media, not the same values (`recipes` lists
@@ -105,6 +107,15 @@ def _dtype(dtype: torch.dtype) -> str:
     return f"torch.{str(dtype).removeprefix('torch.')}"
 
 
+def _integral_columns(value: torch.Tensor) -> int:
+    """How many leading entries of the last dim hold whole numbers in every row (0 when all or none do)."""
+    if value.dim() < 2 or value.shape[-1] < 2:
+        return 0
+    whole = (value == value.round()).flatten(0, -2).all(dim=0).tolist()
+    lead = next((i for i, w in enumerate(whole) if not w), len(whole))
+    return lead if lead < len(whole) else 0
+
+
 class Inputs:
     """Writes input values as source (see the module); the floats it could not write exactly are `recipes`."""
 
@@ -131,11 +142,19 @@ class Inputs:
             return f"torch.full({shape}, {_float(value.flatten()[0].item())}, dtype={dtype})"
         if value.numel() <= EXACT_FLOATS or torch.unique(value).numel() <= FEW_VALUES:
             return f"torch.tensor({_nested(value.tolist())}, dtype={dtype})"
+        lead = _integral_columns(value)
+        if lead:  # leading columns that hold whole numbers (row and column ids of flattened patches): exact
+            head = f"torch.tensor({_nested(value[..., :lead].tolist())}, dtype={dtype})"
+            self.recipes.append(f"{path} (after its first {lead} column(s), which are exact)")
+            return f"torch.cat([{head}, {self._random(value[..., lead:])}], dim=-1)"
+        self.recipes.append(path)
+        return self._random(value)
+
+    def _random(self, value: torch.Tensor) -> str:
         mean, std = float(value.double().mean()), float(value.double().std())
-        recipe = f"torch.randn({shape}, generator={self.generator}, dtype={dtype})"
+        recipe = f"torch.randn({tuple(value.shape)}, generator={self.generator}, dtype={_dtype(value.dtype)})"
         if abs(mean) > 0.1 or abs(std - 1.0) > 0.1:
             recipe = f"({recipe} * {std:.3g} + {mean:.3g})"
-        self.recipes.append(path)
         return recipe
 
     def source(self, value: Any, path: str) -> str:

@@ -142,3 +142,16 @@ def conftest(names=None) -> str:
     """The conftest of a pytester run over `names` (default: every class of `FAKE_CLASSES`); a name starting
     with ``NeedsPackage`` needs a package that is not installed (its cells are not run)."""
     return _SOURCE.format(names=sorted(names or FAKE_CLASSES)) + _CHECKS
+
+
+def fake_project(pytester):
+    """Lay out an in-process pytester run over the fake classes (conftest, tests, an empty expectations file);
+    returns that file's path. torch and transformers are imported first: pytester drops the modules a run imports."""
+    import torch._dynamo  # noqa: F401
+    import transformers  # noqa: F401
+
+    pytester.makeconftest(conftest())
+    pytester.makepyfile(test_fake=TESTS)
+    empty = pytester.path / "none.toml"
+    empty.write_text("")
+    return empty

@@ -6,7 +6,7 @@ source (conformance/meta/fake_cases.py): no transformers discovery, no model.
 
 import pytest
 
-from conformance.meta.fake_cases import FAKE_CLASSES, TESTS, conftest
+from conformance.meta.fake_cases import FAKE_CLASSES, conftest, fake_project
 
 OK = "OkForConditionalGeneration"
 
@@ -14,13 +14,7 @@ OK = "OkForConditionalGeneration"
 @pytest.fixture
 def fake_run(pytester):
     """Run pytest in process on the fake classes; returns (result, matrix path)."""
-    import torch._dynamo  # noqa: F401  (imported before the runs: pytester drops modules a run imports)
-    import transformers  # noqa: F401
-
-    pytester.makeconftest(conftest())
-    pytester.makepyfile(test_fake=TESTS)
-    empty = pytester.path / "none.toml"
-    empty.write_text("")
+    empty = fake_project(pytester)
 
     def run(*args: str, expectations: str | None = None):
         out = pytester.path / "out" / "matrix.json"

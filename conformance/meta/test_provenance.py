@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conformance import locations
-from conformance.meta.fake_cases import TESTS, conftest
+from conformance.meta.fake_cases import fake_project
 from conformance.report import envelope as report
 from conformance.report import provenance
 
@@ -124,13 +124,7 @@ def test_an_editable_transformers_is_named_by_git_describe_of_its_checkout(monke
 @pytest.fixture
 def fake_run(pytester):
     """Run the plugin in process on fake classes, every path absolute (under the temporary folder)."""
-    import torch._dynamo  # noqa: F401  (imported before the runs: pytester drops modules a run imports)
-    import transformers  # noqa: F401
-
-    pytester.makeconftest(conftest())
-    pytester.makepyfile(test_fake=TESTS)
-    empty = pytester.path / "none.toml"
-    empty.write_text("")
+    empty = fake_project(pytester)
 
     def run(out: Path, *args: str) -> dict:
         result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--matrix-out", str(out), "--expectations",

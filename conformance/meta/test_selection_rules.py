@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance.gate import impact
-from conformance.meta.fake_cases import TESTS, conftest
+from conformance.meta.fake_cases import fake_project
 from conformance.meta.test_plugin import assert_usage_error
 from conformance.run import isolation, options
 from conformance.run.options import NOTHING_TO_CHECK, UsageError, resolve_selection
@@ -268,13 +268,7 @@ def test_nothing_to_check_has_its_own_exit_status_and_the_docs_name_it():
 @pytest.fixture
 def fake_run(pytester):
     """Run pytest in process on the fake classes; returns (result, matrix path)."""
-    import torch._dynamo  # noqa: F401  (imported before the runs: pytester drops modules a run imports)
-    import transformers  # noqa: F401
-
-    pytester.makeconftest(conftest())
-    pytester.makepyfile(test_fake=TESTS)
-    empty = pytester.path / "none.toml"
-    empty.write_text("")
+    empty = fake_project(pytester)
 
     def run(*args: str):
         out = pytester.path / "out" / "matrix.json"

@@ -59,24 +59,42 @@ def test_render_unwritable_output(tmp_path, capsys):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file", "run.json"]
 
 
-def test_publish_writes_the_four_files(tmp_path, capsys):
+@pytest.fixture
+def pictures(monkeypatch) -> list:
+    """`screenshot.png_beside` recorded, not run (no browser in these tests): the pages publish asked it to take."""
+    from conformance.report import screenshot
+
+    taken = []
+
+    def fake_png_beside(page, envelope=None):
+        taken.append((page, envelope))
+        return f"wrote {page.with_suffix('.png')}"
+
+    monkeypatch.setattr(screenshot, "png_beside", fake_png_beside)
+    return taken
+
+
+def test_publish_writes_the_four_files_and_retakes_the_picture(tmp_path, capsys, pictures):
     envelope = make_envelope()
     (tmp_path / "README.md").write_text(README)
     run_json = save(tmp_path / "run.json", envelope)
     code, out, _ = run(capsys, "publish", run_json, "--root", tmp_path)
-    assert code == 0 and out.count("wrote ") == 4
+    assert code == 0 and out.count("wrote ") == 5
+    assert f"wrote {tmp_path / 'reports' / 'matrix.png'}" in out.splitlines()
+    assert pictures == [(tmp_path / "reports" / "matrix.html", envelope)]
     assert report.load_envelope(tmp_path / "reports" / "matrix.json") == envelope
     assert (tmp_path / "reports" / "MATRIX.md").read_text() == render.render_markdown(envelope)
     assert (tmp_path / "reports" / "matrix.html").read_text() == page.render_html([envelope], ["matrix.json"])
     readme = (tmp_path / "README.md").read_text()
     assert readme.startswith("# project\n\ntext before\n\n") and readme.endswith(f"{render.END_MARKER}\n\ntext after\n")
     assert render.extract_section(readme) == render.readme_section(envelope)
-    # Publishing the published copy again changes nothing.
-    assert run(capsys, "publish", tmp_path / "reports" / "matrix.json", "--root", tmp_path)[0] == 0
+    # Publishing the published copy again changes nothing; --no-screenshot leaves the picture alone.
+    code, out, _ = run(capsys, "publish", tmp_path / "reports" / "matrix.json", "--root", tmp_path, "--no-screenshot")
+    assert code == 0 and out.count("wrote ") == 4 and len(pictures) == 1
     assert (tmp_path / "README.md").read_text() == readme
 
 
-def test_publish_of_another_supported_version_writes_its_own_folder(tmp_path, capsys):
+def test_publish_of_another_supported_version_writes_its_own_folder(tmp_path, capsys, pictures):
     from conformance import versions
 
     other = next(v for v in versions.supported() if not v.is_gate)
@@ -91,10 +109,11 @@ def test_publish_of_another_supported_version_writes_its_own_folder(tmp_path, ca
     assert (folder / "MATRIX.md").read_text() == render.render_markdown(envelope)
     assert (tmp_path / "README.md").read_text() == README  # the README shows the gate's version
     assert not (tmp_path / "reports" / "matrix.json").exists()
+    assert pictures == [] and "matrix.png left as it was (the README shows the gate's version)" in out
 
 
 @pytest.mark.parametrize("readme, message", [(None, "no such file"), ("# no markers\n", "matrix markers")])
-def test_publish_writes_nothing_on_a_bad_readme(tmp_path, capsys, readme, message):
+def test_publish_writes_nothing_on_a_bad_readme(tmp_path, capsys, pictures, readme, message):
     if readme is not None:
         (tmp_path / "README.md").write_text(readme)
     run_json = save(tmp_path / "run.json", make_envelope())

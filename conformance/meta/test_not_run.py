@@ -301,7 +301,7 @@ def test_publish_merges_the_extras_run_files(tmp_path, capsys):
     main, extra = tmp_path / "matrix.json", tmp_path / "onnx.json"
     main.write_text(json.dumps(main_run()))
     extra.write_text(json.dumps(onnx_run()))
-    assert cli.main(["publish", str(main), str(extra), "--root", str(tmp_path)]) == 0
+    assert cli.main(["publish", str(main), str(extra), "--root", str(tmp_path), "--no-screenshot"]) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"merged 2 run files: {main}, {extra}\n") and out.count("wrote ") == 4
     published = report.load_envelope(tmp_path / "reports" / "matrix.json")

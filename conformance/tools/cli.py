@@ -4,7 +4,7 @@
     conformance render RUN.json [-o OUT.md]
     conformance render --html RUN.json [RUN2.json ...] [-o OUT.html]
     conformance render --summary RUN.json
-    conformance publish RUN.json [EXTRA.json ...] [--root DIR]
+    conformance publish RUN.json [EXTRA.json ...] [--root DIR] [--no-screenshot]
     conformance diff OLD.json NEW.json
     conformance truth RUN.json
     conformance merge A.json B.json ... -o OUT.json
@@ -134,7 +134,20 @@ def cmd_publish(args) -> int:
         print(f"merged {len(runs)} run files: {', '.join(runs)}")
     for path in files:
         print(f"wrote {path}")
+    if args.screenshot:
+        print(published_picture(envelope, Path(args.root)))
     return 0
+
+
+def published_picture(envelope: dict, root: Path) -> str:
+    """Retake reports/matrix.png (the README's picture) from the page just published, for the gate's version only
+    (another version's folder has no picture); one line saying what happened, also where no browser could be driven
+    (the old picture is then left as it was: `screenshot.png_beside`)."""
+    if version_folder(envelope) is not None:
+        return f"{root / PUBLISHED_PAGE.with_suffix('.png')} left as it was (the README shows the gate's version)"
+    from conformance.report import screenshot
+
+    return screenshot.png_beside(root / PUBLISHED_PAGE, envelope)
 
 
 DIFF_HEADINGS = {
@@ -478,6 +491,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("extra", nargs="*", metavar="EXTRA.json",
                    help="run files of the extras' environments (e.g. reports/latest/onnx.json), merged into RUN.json")
     p.add_argument("--root", default=".", help="repository root holding README.md (default: .)")
+    p.add_argument("--no-screenshot", dest="screenshot", action="store_false",
+                   help="leave reports/matrix.png as it is (default: retake it with headless Chromium where installed)")
     p.set_defaults(func=cmd_publish)
 
     p = sub.add_parser("diff", help="cells whose verdict changed; exit 1 on a regression")

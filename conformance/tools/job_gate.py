@@ -192,3 +192,40 @@ def run_gate(request: GateRequest) -> GateResult:
     io.write_json_atomic(request.out, envelope)
     red = any(cell["verdict"] in NEW for row in envelope["models"].values() for cell in row["cells"].values())
     return GateResult(1 if red else 0, envelope, summary_lines(envelope, [request.out]))
+
+
+def budget_by_group(joblist: dict) -> list[dict]:
+    """Per group of a gate's job list: its checks, backend, cell seconds (from the published seconds of its columns
+    for the gate's classes), shards and longest shard; then each published group it cannot run here, with why."""
+    found = {}
+    for job in joblist["jobs"]:
+        entry = found.setdefault(job["group"], {"group": job["group"], "checks": job["checks"],
+                                                "backend": job["backend"], "cell_seconds": 0.0, "shards": 0,
+                                                "wall_seconds": 0.0, "specs": []})
+        entry["cell_seconds"] = round(entry["cell_seconds"] + job["cell_seconds"], 1)
+        entry["shards"] += 1
+        entry["wall_seconds"] = max(entry["wall_seconds"], job["wall_seconds"])
+        entry["specs"].append(job["id"])
+    not_run = joblist["versions"][0]["not_run"]
+    skipped = [{"group": g.name, "checks": list(g.checks), "not_run": not_run[g.checks[0]]}
+               for g in joblists.column_groups() if g.name not in found and g.checks[0] in not_run]
+    return list(found.values()) + skipped
+
+
+def plan_lines(joblist: dict) -> list[str]:
+    """`conformance plan`'s lines on the whole gate: one a group (or why it cannot run here), then the total."""
+    lines = []
+    groups = budget_by_group(joblist)
+    for entry in groups:
+        if "not_run" in entry:
+            lines.append(f"  {entry['group']}: not run here: {entry['not_run']}")
+            continue
+        backend = f" under {entry['backend']}" if entry["backend"] != "eager" else ""
+        lines.append(f"  {entry['group']} ({len(entry['checks'])} columns{backend}): about {entry['cell_seconds']:.0f} s "
+                     f"of cells, {entry['shards']} shard(s), about {entry['wall_seconds']:.0f} s each at most")
+    walls = joblist["wall_seconds"]
+    shards = sum(e.get("shards", 0) for e in groups)
+    cells = sum(e.get("cell_seconds", 0.0) for e in groups)
+    return [f"the whole gate: {len(joblist['groups'])} column groups, about {cells:.0f} s of cells in {shards} "
+            f"shard(s) (about {walls['one_machine']:.0f} s one after another, {walls['runners']:.0f} s on one "
+            "runner each)"] + lines

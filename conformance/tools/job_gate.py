@@ -45,6 +45,7 @@ from conformance.tools.jobs import JobsError
 
 GATE_OUT_DIR = "reports/latest/gate-jobs"
 GATE_BUDGET = 3600.0  # seconds a gate job may take on one machine: its groups run one after another anyway
+LONGEST_SLACK = 1.25
 
 
 @dataclass(frozen=True)
@@ -74,10 +75,25 @@ class GateResult:
     lines: list[str]
 
 
+def shards_by_group(classes: list[str], budget: float, workers: int) -> dict[str, int]:
+    """The fewest shards of each group whose longest fits `budget`, or, where one class alone takes longer, the
+    fewest whose longest takes at most `LONGEST_SLACK` times that class's shard (not a shard a class: that would
+    only add each shard's start-up, and dealing longest first cannot fill shards to exactly the longest class)."""
+    from conformance.run import shards
+
+    found = {}
+    for group in joblists.column_groups():
+        seconds = shards.published_estimates(checks=list(group.checks), backend=group.backend)
+        longest = max((shards.plan([n], seconds, float("inf"), workers).wall_seconds for n in classes), default=0.0)
+        found[group.name] = shards.plan(classes, seconds, max(budget, LONGEST_SLACK * longest), workers).shards
+    return found
+
+
 def gate_joblist(request: GateRequest, out_dir: str | None = None) -> dict:
     """The job list of the gate (see the module's contract)."""
     asked = joblists.Request(envs=(joblists.installed_env(),), groups=request.groups, extras=request.extras,
                              checks=request.checks, models=",".join(request.classes), budget=request.budget,
+                             shards=shards_by_group(list(request.classes), request.budget, request.workers),
                              workers=request.workers, out_dir=out_dir or request.out_dir,
                              target=request.target, pytest_args=request.pytest_args)
     return joblists.plan(asked, request.root, names_of=lambda version: list(request.classes))

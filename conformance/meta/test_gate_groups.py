@@ -112,3 +112,18 @@ def test_the_envelope_and_the_summary_say_which_published_columns_did_not_run(ga
     line = next(line for line in summary_text(gate_run.envelope).splitlines() if line.startswith("gate: "))
     assert f"ran {len(published) - len(record['not_run'])} of the {len(published)} published columns" in line
     assert "NOT RUN: build: " in line
+
+
+def test_plan_budgets_every_group_of_the_gate_from_its_own_columns(tmp_path):
+    joblist = job_gate.gate_joblist(request(tmp_path, budget=120.0))
+    groups = job_gate.budget_by_group(joblist)
+    assert [g["group"] for g in groups if "not_run" not in g] == joblist["groups"]
+    assert {g["group"] for g in groups} == {g.name for g in joblists.column_groups()}
+    for entry in (g for g in groups if "not_run" not in g):
+        jobs = [j for j in joblist["jobs"] if j["group"] == entry["group"]]
+        assert entry["shards"] == len(jobs) >= 1
+        assert entry["cell_seconds"] == pytest.approx(sum(j["cell_seconds"] for j in jobs), abs=0.2)
+        assert {j["backend"] for j in jobs} == {entry["backend"]}
+    lines = job_gate.plan_lines(joblist)
+    assert lines[0].startswith(f"the whole gate: {len(joblist['groups'])} column groups, about ")
+    assert all(any(line.startswith(f"  {g['group']}") for line in lines[1:]) for g in groups)

@@ -127,3 +127,15 @@ def test_plan_budgets_every_group_of_the_gate_from_its_own_columns(tmp_path):
     lines = job_gate.plan_lines(joblist)
     assert lines[0].startswith(f"the whole gate: {len(joblist['groups'])} column groups, about ")
     assert all(any(line.startswith(f"  {g['group']}") for line in lines[1:]) for g in groups)
+
+
+@pytest.mark.parametrize("argv, needle", [
+    ([], "name the change: --since REF --transformers-repo DIR"),
+    (["--changed-files", "lib/transformers/models/llava/modeling_llava.py"], "no such file in transformers"),
+])
+def test_a_gate_that_cannot_start_says_why_in_one_line(capsys, argv, needle):
+    from conformance.tools import cli
+
+    assert cli.main(["jobs", "gate", *argv]) == cli.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and needle in err

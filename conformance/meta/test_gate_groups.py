@@ -139,3 +139,13 @@ def test_a_gate_that_cannot_start_says_why_in_one_line(capsys, argv, needle):
     assert cli.main(["jobs", "gate", *argv]) == cli.USAGE_ERROR
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and needle in err
+
+
+def test_a_development_checkout_s_gate_runs_as_the_newest_supported_version(tmp_path, monkeypatch):
+    from conformance import versions
+
+    monkeypatch.setattr(versions, "installed_version", lambda: "5.99.0.dev0")
+    joblist = job_gate.gate_joblist(request(tmp_path))
+    newest = next(v for v in versions.supported() if v.is_gate)
+    assert {job["env"] for job in joblist["jobs"]} == {newest.env}
+    assert {job["transformers"] for job in joblist["jobs"]} == {"5.99.0.dev0"}  # merging accepts its envelopes

@@ -89,9 +89,29 @@ def shards_by_group(classes: list[str], budget: float, workers: int) -> dict[str
     return found
 
 
+def gate_env() -> str:
+    """The env of the gate's jobs: the installed transformers' version, or, for a development checkout of a version
+    not listed yet (5.25.0.dev0), the newest supported one (the gate's: its columns and published seconds)."""
+    from conformance import versions
+
+    here = versions.installed()
+    return (here or next(v for v in versions.supported() if v.is_gate)).env
+
+
 def gate_joblist(request: GateRequest, out_dir: str | None = None) -> dict:
-    """The job list of the gate (see the module's contract)."""
-    asked = joblists.Request(envs=(joblists.installed_env(),), groups=request.groups, extras=request.extras,
+    """The job list of the gate (see the module's contract). Its jobs are for the installed transformers, whatever
+    its version (the checkout under test), so that merging them accepts their envelopes."""
+    from conformance import versions
+
+    joblist = _planned(request, out_dir)
+    made_with = versions.installed_version()
+    for entry in [*joblist["jobs"], *joblist["versions"]]:
+        entry["transformers"] = made_with
+    return joblist
+
+
+def _planned(request: GateRequest, out_dir: str | None) -> dict:
+    asked = joblists.Request(envs=(gate_env(),), groups=request.groups, extras=request.extras,
                              checks=request.checks, models=",".join(request.classes), budget=request.budget,
                              shards=shards_by_group(list(request.classes), request.budget, request.workers),
                              workers=request.workers, out_dir=out_dir or request.out_dir,

@@ -17,6 +17,13 @@ Contracts:
   check, the regressions, stale expectations and cells near the edge by name
   (at most `limit` each, then "and N more"), the paths given: at most 2 +
   checks + 3 * (limit + 2) lines and the paths.
+* A gate's envelope (`gate_run`, `tools.job_gate`) adds one line saying
+  which published columns it ran and which it did not, with why (a gate
+  that skipped a published column is never silently green); judged against
+  its merge base (`merge_base`, `gate.merge_base`), two more sections: the
+  cells already failing on the base (never blocking) and those fixed by the
+  change (the change's own regressions are among the regressions, each note
+  naming what changed from the base).
 
 Pure functions of the envelope (no clock, no filesystem): the run prints
 them, and so does `conformance render --summary`.
@@ -151,9 +158,47 @@ def named(title: str, note: str, cells: list[Cell], describe, limit: int = LIMIT
     return lines
 
 
+def gate_line(envelope: dict) -> list[str]:
+    """A gate's one line on the published columns it ran and did not run (none for another run)."""
+    record = envelope.get("gate_run")
+    if not record:
+        return []
+    groups = ", ".join(record["groups"])
+    published, missing = record.get("published") or [], record.get("not_run") or {}
+    if not missing:
+        return [f"gate: ran every published column ({len(record['columns'])}; groups {groups}) for "
+                f"{record['classes']} classes"]
+    why = "; ".join(f"{c}: {reason}" for c, reason in missing.items())
+    return [_cut(f"gate: ran {len(published) - len(missing)} of the {len(published)} published columns (groups "
+                 f"{groups}) for {record['classes']} classes; NOT RUN: {why}", 3 * WIDTH)]
+
+
+def base_lines(envelope: dict, limit: int = LIMIT) -> list[str]:
+    """The cells judged against the merge base: already failing there, and fixed by the change (none for a run
+    without a base)."""
+    record = envelope.get("merge_base")
+    if not record:
+        return []
+    def cells(pairs):
+        found = []
+        for model, check in pairs:
+            cell = envelope["models"][model]["cells"][check]
+            found.append(Cell(model, check, cell["verdict"], cell.get("reason", ""), "", cell.get("gate", "")))
+        return found
+
+    head = [f"judged against the merge base {record['base'][:12]}: {record['judged']} cells"
+            + (f" ({record['not_at_base']} not at the base: judged by the release expectations)"
+               if record.get("not_at_base") else "")]
+    head += named("already failing on the base", "red there too, the same failure: not this change's, never "
+                  "blocking", cells(record["already_failing"]), lambda c: c.note, limit)
+    head += named("fixed by this change", "failing on the base, passing here", cells(record["fixed"]),
+                  lambda c: c.note, limit)
+    return head
+
+
 def summary_lines(envelope: dict, paths: Iterable[str | Path] = (), limit: int = LIMIT) -> list[str]:
     """The short summary (see the module's contract), without trailing newlines."""
-    lines = [header(envelope)] + check_lines(envelope)
+    lines = [header(envelope)] + gate_line(envelope) + check_lines(envelope) + base_lines(envelope, limit)
     lines += named("regressions", "fail, error or timeout, not listed in the expectations or not as listed",
                    regressions(envelope), lambda c: f"{c.verdict}: " + (f"{c.note} | " if c.note else "")
                    + (" ".join(c.reason.split()) or "(no reason recorded)"), limit)

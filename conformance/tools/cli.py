@@ -300,10 +300,18 @@ def cmd_plan(args) -> int:
     not_run = unavailable_checks([], check_ids(), unavailable, opt_in_reason)  # a plain run's columns
     seconds = shard.published_estimates(checks=[c for c in check_ids() if c not in not_run])
     result = shard.plan(names, seconds, args.budget, args.workers)
+    from conformance.tools import job_gate
+
+    gate = None  # the whole gate (`conformance jobs gate`): every column group, budgeted per group
+    if names and selection.impact:
+        gate = job_gate.gate_joblist(job_gate.GateRequest(classes=tuple(names), root=Path("."), out=Path("."),
+                                                          workers=args.workers, budget=args.budget))
     if args.json:
         print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
                           "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds,
-                          "changed_files": selection.changed_files, "nothing_to_check": nothing}))
+                          "changed_files": selection.changed_files, "nothing_to_check": nothing,
+                          "gate": {"groups": job_gate.budget_by_group(gate), "jobs": [j["id"] for j in gate["jobs"]]}
+                          if gate else None}))
         return NOTHING_TO_CHECK if nothing else 0
     if nothing:
         print(nothing)
@@ -313,6 +321,8 @@ def cmd_plan(args) -> int:
           + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
     print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
           f"(budget {args.budget:g} s): " + " ".join(f"--shard {spec}" for spec in result.specs()))
+    if gate is not None:
+        print("\n".join(job_gate.plan_lines(gate)))
     return 0
 
 

@@ -3,6 +3,8 @@
     conformance jobs list    [SELECTION] [-o JOBS.json] [--github] [-- PYTEST_ARGS]
     conformance jobs run     [SELECTION | --from JOBS.json] [--only ID,...] [--parallel N] [--rerun] [--python ENV=PATH]
     conformance jobs publish [SELECTION | --from JOBS.json] [--parallel N] [--rerun] [--python ENV=PATH] [--no-run]
+    conformance jobs gate    (--since REF --transformers-repo DIR | --changed-files PATH...) [--base auto|REF|none]
+                             [-o OUT.json] [--groups ...] [--extras ...] [--workers W] [-- PYTEST_ARGS]
 
 SELECTION: --env ENV[,ENV|all] (default: the installed transformers' env), --groups G,... (default: every column
 group), --extras installed|all|E,... (default: installed), --checks C,..., --models GLOBS, --budget SECONDS,
@@ -15,8 +17,13 @@ each resumable, done ones skipped unless --rerun) and returns 1 when one
 stopped; `publish` is the one-machine command: it runs what is left of the
 list, then merges each version and publishes it (`tools.job_publish`), so
 that its output is the same whether the jobs ran here, in parallel or on
-other runners (`--no-run`: only merge and publish fetched envelopes). Bad
-input prints one line and returns 2 (as the `conformance` command does).
+other runners (`--no-run`: only merge and publish fetched envelopes);
+`gate` is the pre-merge gate (`tools.job_gate`): every column group for the
+classes the change impacts, at HEAD and (``--base auto``: the merge base of
+``--since A...B``, or the commit ``--since`` names) at the base, judged
+against it; it prints the summary and returns 1 when a cell is red, 10 when
+the change selects no class. Bad input prints one line and returns 2 (as
+the `conformance` command does).
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from pathlib import Path
 
 from conformance.tools import jobs as joblists
 
-COMMANDS = ("list", "run", "publish")
+COMMANDS = ("list", "run", "publish", "gate")
 
 
 def _selection(parser) -> None:
@@ -77,6 +84,22 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     _selection(p)
     _running(p)
     p.add_argument("--no-run", action="store_true", help="merge and publish only (the jobs ran elsewhere)")
+    p = sub.add_parser("gate", help="the pre-merge gate: every column group for the impacted classes, judged "
+                       "against the merge base")
+    p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
+    p.add_argument("--since", default="", metavar="REF", help="git ref or A...B: changes from `git diff REF`")
+    p.add_argument("--transformers-repo", default="", metavar="DIR", help="the transformers checkout under test")
+    p.add_argument("--models", default="", help="keep only these classes (globs) of the impacted ones")
+    p.add_argument("--base", default="auto", metavar="auto|REF|none", help="judge against this commit's run (auto: "
+                   "the merge base of --since A...B, or the commit --since names; none: the release expectations)")
+    p.add_argument("-o", "--output", default="reports/latest/pr.json", metavar="OUT.json",
+                   help="the gate's envelope (default reports/latest/pr.json)")
+    p.add_argument("--groups", default="", help="column groups, comma-separated (default: all)")
+    p.add_argument("--extras", default="installed", help="extras' groups: installed (default) or E,...")
+    p.add_argument("--budget", type=float, default=3600.0, help="seconds a job may take (default 3600)")
+    p.add_argument("--workers", type=int, default=2, help="xdist workers per job (default 2)")
+    p.add_argument("--out-dir", default="reports/latest/gate-jobs", help="the jobs' files")
+    p.add_argument("--root", default=".", help="the repository root (default .)")
     return parser
 
 
@@ -171,6 +194,8 @@ def main(argv: list[str]) -> int:
     pytest_args = argv[argv.index("--") + 1:] if "--" in argv else []
     argv = argv[:argv.index("--")] if "--" in argv else argv
     args = build_parser(CliError).parse_args(argv)
+    if args.command == "gate":
+        return cmd_gate(args, pytest_args)
     try:
         joblist = _joblist(args, pytest_args)
         if args.command == "list":
@@ -184,3 +209,64 @@ def main(argv: list[str]) -> int:
         return 0
     except joblists.JobsError as exc:
         raise CliError(str(exc)) from None
+
+
+def gate_request(args, pytest_args: list[str]):
+    """The `GateRequest` of `conformance jobs gate`'s options (the classes resolved as a run resolves them); None
+    when the change selects no class (printed: nothing to check)."""
+    from conformance.build.case import TransformersCases
+    from conformance.gate import merge_base
+    from conformance.run.options import UsageError, resolve_selection
+    from conformance.tools import job_gate
+    from conformance.tools.cli import CliError
+
+    class Selection:  # read as the plugin reads pytest's options
+        def getoption(self, name):
+            return getattr(args, name)
+
+    if not (args.changed_files or args.since):
+        raise CliError("jobs gate: name the change: --since REF --transformers-repo DIR, or --changed-files PATH...")
+    try:
+        selection = resolve_selection(Selection(), TransformersCases())
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
+    if selection.nothing_to_check:
+        print(selection.nothing_to_check)
+        return None
+    from conformance.gate import impact
+
+    repo = impact.checkout_of(args.transformers_repo)
+    base = ""
+    if args.base not in ("none", ""):
+        ref = args.since if args.base == "auto" else args.base
+        if repo is not None and ref:
+            base = merge_base.base_commit(ref, repo)
+            if not base:
+                raise CliError(f"jobs gate: --base {ref}: git cannot resolve it in {repo}; fetch it, or pass "
+                               "--base none (the release expectations judge)")
+        elif args.base != "auto":
+            raise CliError("jobs gate: --base needs the transformers checkout (--transformers-repo DIR)")
+    root = Path(args.root)
+    return job_gate.GateRequest(classes=tuple(selection.classes), root=root, out=root / args.output,
+                                out_dir=args.out_dir.rstrip("/"), workers=args.workers, budget=args.budget,
+                                extras=args.extras, groups=tuple(g for g in args.groups.split(",") if g),
+                                pytest_args=tuple(pytest_args),
+                                repo=str(repo or ""), base=base)
+
+
+def cmd_gate(args, pytest_args: list[str]) -> int:
+    from conformance.run.options import NOTHING_TO_CHECK
+    from conformance.tools import job_gate
+    from conformance.tools.cli import CliError
+
+    try:
+        request = gate_request(args, pytest_args)
+        if request is None:
+            return NOTHING_TO_CHECK
+        print(f"conformance jobs gate: {len(request.classes)} classes, every column group"
+              + (f", judged against {request.base[:12]}" if request.base else ", judged by the release expectations"))
+        result = job_gate.run_gate(request)
+    except joblists.JobsError as exc:
+        raise CliError(str(exc)) from None
+    print("\n".join(result.lines))
+    return result.status

@@ -1,0 +1,60 @@
+"""A folder a gate runs in over planted models (`planted.py`), for the gate's own tests.
+
+`make_root(path, models=...)` writes a conftest whose case source builds each
+class of a models module (`planted.case_for`: the real checks run on it), the
+matrix module and an empty expectations file. With `models` the module is
+written beside the conftest; without, the conftest imports ``gate_models``
+from the path (a fake checkout's ``src/``, as a transformers checkout's
+package is imported at its base and at its head).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conformance.report import render
+
+CONFTEST = '''
+import dataclasses
+
+pytest_plugins = ["conformance.run.plugin"]
+
+import gate_models
+from conformance.meta import planted
+
+
+class PlantedCases:
+    def index(self):
+        return {n: n for n in gate_models.NAMES}
+
+    def names(self):
+        return sorted(gate_models.NAMES)
+
+    def build(self, name, device, dtype, backend):
+        return dataclasses.replace(planted.case_for(getattr(gate_models, name)), backend=backend)
+
+    def rows(self, names):
+        return {n: {"model_type": "planted", "modalities": ["text"]} for n in names}
+
+
+def pytest_conformance_case_source(config):
+    return PlantedCases()
+'''
+MATRIX = "from conformance.run.cells import matrix_tests\n\nglobals().update(matrix_tests())\n"
+# Run options of every job of these gates: no cache provider, no expectations (the base, or nothing, judges).
+PYTEST_ARGS = ("-p", "no:cacheprovider", "--expectations", "none.toml")
+
+
+def make_root(path: Path, models: str = "") -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "conftest.py").write_text(CONFTEST)
+    (path / "test_matrix.py").write_text(MATRIX)
+    (path / "none.toml").write_text("")
+    (path / "README.md").write_text(f"# planted\n\n{render.START_MARKER}\n{render.END_MARKER}\n")
+    if models:
+        (path / "gate_models.py").write_text(models)
+    return path
+
+
+def cells(envelope: dict) -> dict[tuple[str, str], str]:
+    return {(m, c): cell["verdict"] for m, row in envelope["models"].items() for c, cell in row["cells"].items()}

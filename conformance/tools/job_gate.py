@@ -1,0 +1,267 @@
+"""The pre-merge gate: the published matrix's job list restricted to the impacted classes, judged against the base.
+
+Contracts:
+
+* `gate_joblist(request)` is `tools.jobs.plan` for the installed version
+  over `request.classes` (``--models`` of every job): every column group of
+  the matrix (plain, each backend, each opt-in group, each extra whose
+  packages are installed here), so that a gate runs the opt-in groups
+  without ``--checks`` naming them; the columns it cannot run are the job
+  list's `not_run`, with why.
+* `run_gate(request)` runs the job list (each job afresh: the code under
+  test may have changed since a run of the same command), merges it
+  (`job_publish.merge_version`), and, where `request.base` names a commit
+  of `request.repo`, runs the same jobs at that commit (a git worktree of
+  it, its ``src/`` first on PYTHONPATH: the same suite, device and seeds)
+  and judges the head's cells against the base's
+  (`gate.merge_base.judge_against_base`). The base's envelope is cached by
+  the base commit, the classes, the jobs' commands, the suite's commit and
+  torch's version (`base_cache_key`), so a second pull request on the same
+  base runs only its head. The envelope written to `request.out` records
+  ``gate_run``: the groups run, the columns run, the published columns it
+  did not run (with why: the summary says so in one line), each job's
+  seconds and cells, head and base. Returns a `GateResult`; its `status`
+  is 1 when a cell is red (fail, error, timeout, xpass) or a job stopped.
+* Every error is one line for a person (`JobsError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance import locations
+from conformance.gate import merge_base
+from conformance.report import envelope as report
+from conformance.report import io
+from conformance.report.summary import NEW
+from conformance.tools import jobs as joblists
+from conformance.tools.jobs import JobsError
+
+GATE_OUT_DIR = "reports/latest/gate-jobs"
+GATE_BUDGET = 3600.0  # seconds a gate job may take on one machine: its groups run one after another anyway
+LONGEST_SLACK = 1.25
+
+
+@dataclass(frozen=True)
+class GateRequest:
+    classes: tuple[str, ...]
+    root: Path
+    out: Path
+    out_dir: str = GATE_OUT_DIR
+    workers: int = 2
+    budget: float = GATE_BUDGET
+    extras: str = "installed"
+    groups: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()  # keep only these checks in every group (the harness's own tests: speed)
+    pytest_args: tuple[str, ...] = ()
+    target: str = joblists.TARGET
+    repo: str = ""  # the transformers checkout
+    base: str = ""  # the commit of `repo` to judge against; "" = the release expectations decide
+    python: str = sys.executable
+    env: dict = field(default_factory=dict)  # more environment for every job (head and base)
+    package: str = "transformers"  # what the base's run must import from the base's worktree
+
+
+@dataclass(frozen=True)
+class GateResult:
+    status: int
+    envelope: dict
+    lines: list[str]
+
+
+def shards_by_group(classes: list[str], budget: float, workers: int) -> dict[str, int]:
+    """The fewest shards of each group whose longest fits `budget`, or, where one class alone takes longer, the
+    fewest whose longest takes at most `LONGEST_SLACK` times that class's shard (not a shard a class: that would
+    only add each shard's start-up, and dealing longest first cannot fill shards to exactly the longest class)."""
+    from conformance.run import shards
+
+    found = {}
+    for group in joblists.column_groups():
+        seconds = shards.published_estimates(checks=list(group.checks), backend=group.backend)
+        longest = max((shards.plan([n], seconds, float("inf"), workers).wall_seconds for n in classes), default=0.0)
+        found[group.name] = shards.plan(classes, seconds, max(budget, LONGEST_SLACK * longest), workers).shards
+    return found
+
+
+def gate_env() -> str:
+    """The env of the gate's jobs: the installed transformers' version, or, for a development checkout of a version
+    not listed yet (5.25.0.dev0), the newest supported one (the gate's: its columns and published seconds)."""
+    from conformance import versions
+
+    here = versions.installed()
+    return (here or next(v for v in versions.supported() if v.is_gate)).env
+
+
+def gate_joblist(request: GateRequest, out_dir: str | None = None) -> dict:
+    """The job list of the gate (see the module's contract). Its jobs are for the installed transformers, whatever
+    its version (the checkout under test), so that merging them accepts their envelopes."""
+    from conformance import versions
+
+    joblist = _planned(request, out_dir)
+    made_with = versions.installed_version()
+    for entry in [*joblist["jobs"], *joblist["versions"]]:
+        entry["transformers"] = made_with
+    return joblist
+
+
+def _planned(request: GateRequest, out_dir: str | None) -> dict:
+    asked = joblists.Request(envs=(gate_env(),), groups=request.groups, extras=request.extras,
+                             checks=request.checks, models=",".join(request.classes), budget=request.budget,
+                             shards=shards_by_group(list(request.classes), request.budget, request.workers),
+                             workers=request.workers, out_dir=out_dir or request.out_dir,
+                             target=request.target, pytest_args=request.pytest_args)
+    return joblists.plan(asked, request.root, names_of=lambda version: list(request.classes))
+
+
+def _run(joblist: dict, request: GateRequest, env: dict) -> tuple[dict, list[dict]]:
+    """Run every job afresh and merge them; (envelope, one note a job)."""
+    from conformance.tools import job_publish, job_run
+
+    results = job_run.run_jobs(joblist["jobs"], request.root, {joblist["versions"][0]["env"]: request.python},
+                               rerun=True, env={**joblist["env"], **request.env, **env}, echo=lambda line: None)
+    by_id = {job["id"]: job for job in joblist["jobs"]}
+    notes = [{"id": r.id, "group": by_id[r.id]["group"], "status": r.status, "cells": r.cells, "seconds": r.seconds,
+              **({"message": r.message} if r.message else {})} for r in results]
+    stopped = [n for n in notes if n["status"] == "stopped"]
+    if stopped:
+        raise JobsError(f"gate job {stopped[0]['id']} stopped: {stopped[0].get('message', '')}")
+    envelope = job_publish.merge_version(joblist, joblist["versions"][0]["env"], request.root)
+    return envelope, notes
+
+
+def base_cache_key(joblist: dict, commit: str) -> str:
+    """What a base envelope depends on: the base commit, the jobs' commands, the suite and torch."""
+    import torch
+
+    suite = report.suite_version()
+    data = {"commit": commit, "commands": [job["command"] for job in joblist["jobs"]], "suite": suite,
+            "torch": torch.__version__}
+    return hashlib.sha1(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def base_cache_dir(root: Path) -> Path:
+    from conformance.gate.code_graph_cache import cache_dir
+
+    return (cache_dir() or root / GATE_OUT_DIR) / "gate-base"
+
+
+def base_checkout(repo: Path, commit: str, where: Path) -> Path:
+    """A git worktree of `repo` at `commit` (made once, then reused), for the base's run."""
+    tree = where / "worktrees" / commit[:16]
+    if not (tree / ".git").exists():
+        tree.parent.mkdir(parents=True, exist_ok=True)
+        made = subprocess.run(["git", "-C", str(repo), "worktree", "add", "--force", "--detach", str(tree), commit],
+                              capture_output=True, text=True)
+        if made.returncode != 0:
+            raise JobsError(f"--base {commit[:12]}: git cannot make a worktree of {repo} at it "
+                            f"({(made.stderr.strip().splitlines() or ['?'])[-1]}); fetch the base commit first")
+    return tree
+
+
+def _base_env(tree: Path, request: GateRequest) -> dict:
+    """The environment of the base's jobs: its ``src/`` before everything else on the path, checked."""
+    head = request.env.get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
+    path = os.pathsep.join(p for p in (str(tree / "src"), head) if p)
+    env = {**os.environ, **request.env, "PYTHONPATH": path}
+    shown = subprocess.run([request.python, "-c", f"import {request.package} as m; print(m.__file__)"], env=env,
+                           capture_output=True, text=True, cwd=tree.parent)
+    if not shown.stdout.strip().startswith(str(tree)):
+        found = shown.stdout.strip() or shown.stderr.strip()[-200:]
+        raise JobsError(f"the base's run would import {request.package} from {found}, not from the base's "
+                        f"worktree {tree}: the checkout must keep its package in src/")
+    return {"PYTHONPATH": path}
+
+
+def run_base(request: GateRequest) -> tuple[dict, list[dict], bool]:
+    """The base's envelope of the gate's jobs: (envelope, job notes, whether it came from the cache)."""
+    joblist = gate_joblist(request, out_dir=f"{request.out_dir}/base")
+    where = base_cache_dir(request.root)
+    cached = where / f"{request.base[:16]}-{base_cache_key(joblist, request.base)}.json"
+    if cached.exists():
+        stored = json.loads(cached.read_text())
+        return stored["envelope"], stored["jobs"], True
+    tree = base_checkout(Path(request.repo), request.base, where)
+    envelope, notes = _run(joblist, request, _base_env(tree, request))
+    io.write_json_atomic(cached, {"envelope": envelope, "jobs": notes})
+    return envelope, notes, False
+
+
+def published_columns() -> list[str]:
+    """The columns of the published matrix (reports/matrix.json), in its order; [] where none is published."""
+    path = locations.PUBLISHED_MATRIX
+    return list(report.load_envelope(path)["checks"]) if path.exists() else []
+
+
+def gate_record(joblist: dict, envelope: dict, notes: list[dict], base: dict | None) -> dict:
+    """`gate_run` of the envelope: what the gate ran, and what of the published matrix it did not, with why."""
+    ran = [c for c in envelope["checks"] if c not in envelope.get("not_run", {})]
+    published = published_columns()
+    groups = {report.backend_column(c, g.backend) if g.backend != "eager" else c: g.name
+              for g in joblists.column_groups() for c in g.checks}
+    listed = {**joblist["versions"][0]["not_run"], **envelope.get("not_run", {})}
+    not_run = {c: listed.get(c) or (f"its group {groups[c]} is not in this gate run (--groups)" if c in groups
+                                    else "no check of this suite makes it") for c in published if c not in ran}
+    return {"groups": joblist["groups"], "classes": len(envelope["models"]), "columns": ran,
+            "published": published, "not_run": not_run, "jobs": notes, **({"base": base} if base else {})}
+
+
+def run_gate(request: GateRequest) -> GateResult:
+    """Run the gate (see the module's contract)."""
+    from conformance.report.summary import summary_lines
+
+    if not request.classes:
+        raise JobsError("the gate has no class to run: the change selects none (nothing to check)")
+    joblist = gate_joblist(request)
+    head, notes = _run(joblist, request, {})
+    base_info = None
+    if request.base:
+        base, base_notes, from_cache = run_base(request)
+        head = merge_base.judge_against_base(head, base, request.base)
+        base_info = {"commit": request.base, "cached": from_cache, "jobs": base_notes}
+    envelope = {**head, "gate_run": gate_record(joblist, head, notes, base_info)}
+    io.write_json_atomic(request.out, envelope)
+    red = any(cell["verdict"] in NEW for row in envelope["models"].values() for cell in row["cells"].values())
+    return GateResult(1 if red else 0, envelope, summary_lines(envelope, [request.out]))
+
+
+def budget_by_group(joblist: dict) -> list[dict]:
+    """Per group of a gate's job list: its checks, backend, cell seconds (from the published seconds of its columns
+    for the gate's classes), shards and longest shard; then each published group it cannot run here, with why."""
+    found = {}
+    for job in joblist["jobs"]:
+        entry = found.setdefault(job["group"], {"group": job["group"], "checks": job["checks"],
+                                                "backend": job["backend"], "cell_seconds": 0.0, "shards": 0,
+                                                "wall_seconds": 0.0, "specs": []})
+        entry["cell_seconds"] = round(entry["cell_seconds"] + job["cell_seconds"], 1)
+        entry["shards"] += 1
+        entry["wall_seconds"] = max(entry["wall_seconds"], job["wall_seconds"])
+        entry["specs"].append(job["id"])
+    not_run = joblist["versions"][0]["not_run"]
+    skipped = [{"group": g.name, "checks": list(g.checks), "not_run": not_run[g.checks[0]]}
+               for g in joblists.column_groups() if g.name not in found and g.checks[0] in not_run]
+    return list(found.values()) + skipped
+
+
+def plan_lines(joblist: dict) -> list[str]:
+    """`conformance plan`'s lines on the whole gate: one a group (or why it cannot run here), then the total."""
+    lines = []
+    groups = budget_by_group(joblist)
+    for entry in groups:
+        if "not_run" in entry:
+            lines.append(f"  {entry['group']}: not run here: {entry['not_run']}")
+            continue
+        backend = f" under {entry['backend']}" if entry["backend"] != "eager" else ""
+        lines.append(f"  {entry['group']} ({len(entry['checks'])} columns{backend}): about {entry['cell_seconds']:.0f} s "
+                     f"of cells, {entry['shards']} shard(s), about {entry['wall_seconds']:.0f} s each at most")
+    walls = joblist["wall_seconds"]
+    shards = sum(e.get("shards", 0) for e in groups)
+    cells = sum(e.get("cell_seconds", 0.0) for e in groups)
+    return [f"the whole gate: {len(joblist['groups'])} column groups, about {cells:.0f} s of cells in {shards} "
+            f"shard(s) (about {walls['one_machine']:.0f} s one after another, {walls['runners']:.0f} s on one "
+            "runner each)"] + lines

@@ -314,6 +314,15 @@ def test_publishing_writes_the_merged_matrix_and_the_readme(one_run, tmp_path, m
         assert OK in (root / "reports" / "MATRIX.md").read_text()
         assert verdicts(json.loads((root / "reports" / "matrix.json").read_text())) == verdicts(single)
     assert_no_machine_path(merged, root)
+    from conformance.report import screenshot
+
+    taken = []
+    monkeypatch.setattr(screenshot, "png_beside", lambda page, envelope=None: taken.append(page) or f"wrote {page}")
+    line = job_publish.published_picture(joblist, root)
+    if joblists.version_of(joblist["versions"][0]["env"]).is_gate:
+        assert taken == [root / "reports" / "matrix.html"] and line.startswith("wrote ")
+    else:
+        assert taken == [] and "left as it was" in line
 
 
 def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_run):

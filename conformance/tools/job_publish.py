@@ -14,6 +14,9 @@ Contracts:
   list's `merged`) and publishes it as `conformance publish` does
   (`cli.published_files`: reports/ and the README for the gate's version,
   reports/<env>/ for another), returning the files written.
+* `published_picture(joblist, root)` then retakes reports/matrix.png from
+  the gate version's page (`cli.published_picture`; `jobs publish
+  --no-screenshot` skips it): one line saying what it did.
 """
 
 from __future__ import annotations
@@ -89,3 +92,17 @@ def publish(joblist: dict, root: Path) -> list[Path]:
         cli._write(files)
         written += [target, *files]
     return written
+
+
+def published_picture(joblist: dict, root: Path) -> str:
+    """Retake reports/matrix.png from the gate version's published page (`cli.published_picture`); one line."""
+    from conformance.tools import cli
+
+    gate = [v for v in joblist["versions"] if cli.version_folder(_published(root, v)) is None]
+    if not gate:
+        return f"{root / cli.PUBLISHED_PAGE.with_suffix('.png')} left as it was (the gate's version was not published)"
+    return cli.published_picture(_published(root, gate[0]), root)
+
+
+def _published(root: Path, listed: dict) -> dict:
+    return report.load_envelope(root / listed["merged"])

@@ -84,6 +84,8 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     _selection(p)
     _running(p)
     p.add_argument("--no-run", action="store_true", help="merge and publish only (the jobs ran elsewhere)")
+    p.add_argument("--no-screenshot", dest="screenshot", action="store_false",
+                   help="leave reports/matrix.png as it is (default: retake it from the gate version's page)")
     p = sub.add_parser("gate", help="the pre-merge gate: every column group for the impacted classes, judged "
                        "against the merge base")
     p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
@@ -206,6 +208,8 @@ def main(argv: list[str]) -> int:
             return 1
         for path in job_publish.publish(joblist, Path(args.root)):
             print(f"wrote {path}")
+        if args.screenshot:
+            print(job_publish.published_picture(joblist, Path(args.root)))
         return 0
     except joblists.JobsError as exc:
         raise CliError(str(exc)) from None

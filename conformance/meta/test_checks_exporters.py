@@ -105,27 +105,32 @@ class EncoderOutsideLM(planted.TinyLM):
 
 MODELS = {"UnloweredOpLM": UnloweredOpLM, "BypassedForwardLM": BypassedForwardLM,
           "EncoderOutsideLM": EncoderOutsideLM}
-# The backends with no lowering for `kthvalue` (torch.export itself takes it).
-UNLOWERED = {"onnx": "kthvalue", "executorch": "kthvalue", "openvino": "kthvalue"}
+# The backends with no lowering for `kthvalue` (torch.export itself takes it): their exporter says so. OpenVINO's
+# frontend converts it, wrongly (the logits differ, in f32 too): that is its verdict on the same model.
+UNLOWERED = {"onnx": ["export(dynamic=True)", "kthvalue"], "executorch": ["export(dynamic=True)", "kthvalue"],
+             "openvino": ["openvino runner logits on the sample", "compiled with inference_precision_hint=f32"]}
+# OpenVINO's default decode component is stateful (its cache in the compiled model's variables): a runner over it
+# cannot be driven by the decomposition, whatever the model (an upstream finding, transformers' runner unflatten).
+STATEFUL_DECODE = ("OpenVINO's stateful decode component: its runner fails to unflatten the outputs "
+                   "(transformers/exporters/runners/base.py), for every model")
 
 # (check, planted model, with media, substrings every one of which the reason must contain)
 PLANTED = []
 for _backend in BACKENDS:
     PLANTED += [
         (f"exporter_{_backend}_forward", "ExportedNumericsLM", False, [f"{_backend} runner logits on the sample",
-                                                                       "differ from eager by 0.001"]),
-        (f"exporter_{_backend}_generate", "ExportedDecodeNumericsLM", False, ["step 1", "differ from eager generate",
-                                                                              "0.001"]),
+                                                                       "0.001"]),
+        (f"exporter_{_backend}_forward", "UnloweredOpLM", False, UNLOWERED.get(_backend, [])),
         (f"exporter_{_backend}_generate", "BypassedForwardLM", False, ["export_for_generation",
                                                                        "decompose_prefill_decode expected at least"]),
     ]
-    if _backend in UNLOWERED:
-        PLANTED.append((f"exporter_{_backend}_forward", "UnloweredOpLM", False, ["export(dynamic=True)",
-                                                                                  UNLOWERED[_backend]]))
+    if _backend != "openvino":
+        PLANTED.append((f"exporter_{_backend}_generate", "ExportedDecodeNumericsLM", False,
+                        ["step 1", "differ from eager generate", "0.001"]))
+PLANTED = [entry for entry in PLANTED if entry[3]]  # torch.export lowers kthvalue: no such bug for dynamo
 PLANTED.append(("exporter_dynamo_generate", "EncoderOutsideLM", True, ["left ['image_encoder'] out of its components",
                                                                       "without pytorch"]))
-CORRECT = [(f"exporter_{backend}_{stage}", media) for backend in BACKENDS for stage in ("forward", "generate")
-           for media in (False,)]
+CORRECT = [f"exporter_{backend}_{stage}" for backend in BACKENDS for stage in ("forward", "generate")]
 
 
 def installed(check_id: str) -> None:
@@ -147,10 +152,18 @@ def one_thread():
 
 
 @needs_exporters
-@pytest.mark.parametrize("check_id,media", CORRECT, ids=[c for c, _ in CORRECT])
-def test_the_correct_model_passes(check_id, media):
+@pytest.mark.parametrize("check_id", CORRECT)
+def test_the_correct_model_passes(check_id):
     installed(check_id)
-    outcome = run_check(check_id, planted.case_for(model_class("TinyLM"), media=media))
+    if check_id == "exporter_openvino_generate":
+        pytest.xfail(STATEFUL_DECODE)
+    outcome = run_check(check_id, planted.case_for(model_class("TinyLM")))
+    reduced = outcome.metrics.get("inference_precision", "f32") != "f32"
+    if reduced and outcome.verdict == "fail":
+        # OpenVINO compiles a float32 export in bf16 on a CPU that has it: the check must say that that is all.
+        assert "compiled the float32 export in" in outcome.reason, outcome.reason
+        assert outcome.metrics["f32_max_abs_diff"] <= outcome.metrics["atol"], outcome.metrics
+        return
     assert outcome.verdict == "pass", outcome.reason
 
 

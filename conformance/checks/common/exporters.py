@@ -13,7 +13,8 @@ Contracts:
   package (4.57), never a failure.
 * `export_forward(case, backend)` is a forward column: a fresh model exported
   with ``export(model, inputs, Config(dynamic=True))`` before any eager call,
-  its one component run through the backend's runner (``ExportedModel.__call__``)
+  its one component run through the backend's runner on the run's device
+  (``ExportedModel.to(device)``: OpenVINO's CPU plugin, not its ``AUTO`` default)
   on the sample and on a variant of another prompt length (`build.variants`:
   the longer one, else the shorter; its inputs prepared by the exporter's own
   ``precompute_export_inputs``, as the sample was during the export); each
@@ -245,7 +246,7 @@ def export_forward(case, backend: str) -> dict:
     metrics["export_seconds"] = round(time.perf_counter() - started, 3)
     started = time.perf_counter()
     try:
-        runner = exported.runners["model"]
+        runner = exported.to(case.device).runners["model"]
     except Exception as exc:
         raise exporter_failure(exc, f"{backend} runner", metrics) from exc
     metrics["runner_seconds"] = round(time.perf_counter() - started, 3)
@@ -258,14 +259,52 @@ def export_forward(case, backend: str) -> dict:
     else:
         metrics["variant"] = name
         calls.append((name, *split_inputs(case.inputs(other))))
+    precision = inference_precision(runner)
+    if precision:
+        metrics["inference_precision"] = precision
     for label, their_tensors, their_constants in calls:
         kwargs = prepared(reference, {**their_tensors, **their_constants})
         actual = logits_of(call_runner(runner, kwargs, f"{backend} runner on the {label}", metrics))
         with torch.no_grad():
             expected = logits_of(reference(**their_tensors, **their_constants, **fixed))
-        compare_logits(actual, expected, non_padding(expected, their_tensors), tol,
-                       f"{backend} runner logits on the {label}", metrics)
+        keep = non_padding(expected, their_tensors)
+        try:
+            compare_logits(actual, expected, keep, tol, f"{backend} runner logits on the {label}", metrics)
+        except ContractViolation as exc:
+            if precision and precision != FULL_PRECISION:
+                exc.reason += full_precision_note(exported, kwargs, expected, keep, precision, metrics)
+                exc.fingerprint = Fingerprint("numerical_mismatch",
+                                              what=mask(f"{backend} runner logits in {precision} (its default)"))
+            raise
     return metrics
+
+
+FULL_PRECISION = "f32"
+
+
+def inference_precision(runner) -> str:
+    """The precision OpenVINO compiled a runner's model in (``INFERENCE_PRECISION_HINT``: on a CPU with bf16
+    its default is bf16, whatever the export's); "" for the other backends."""
+    compiled = getattr(runner, "compiled_model", None)
+    if compiled is None:
+        return ""
+    value = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    return {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(value.split("'")[1] if "'" in value else value,
+                                                                        value)
+
+
+def full_precision_note(exported, kwargs: dict, expected: torch.Tensor, keep, precision: str, metrics: dict) -> str:
+    """Why the logits may differ: the runner's reduced default precision. Reruns compiled in f32 to say so."""
+    exported.to("cpu", config={"INFERENCE_PRECISION_HINT": FULL_PRECISION})
+    try:
+        actual = logits_of(exported.runners["model"](**traced_kwargs(exported.runners["model"], kwargs)))
+    finally:
+        exported.to("cpu")
+    a, b = (actual[keep], expected[keep]) if keep is not None else (actual, expected)
+    diff = float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+    metrics["f32_max_abs_diff"] = diff
+    return (f" (the runner compiled the float32 export in {precision}, OpenVINO's default on this CPU; compiled with "
+            f"INFERENCE_PRECISION_HINT=f32 the logits differ by {diff:.3g})")
 
 
 # --- generation -----------------------------------------------------------------------------------
@@ -403,7 +442,7 @@ def export_generation(case, backend: str, **backend_config: Any) -> dict:
     metrics["components"] = sorted(exported.components)
     del model
     try:
-        runners = exported.runners
+        runners = exported.to(case.device).runners
     except Exception as exc:
         raise exporter_failure(exc, f"{backend} runners", metrics) from exc
     routed = RoutedModel(case.fresh_model().eval(), runners, backend, metrics)

@@ -208,3 +208,13 @@ def test_a_failure_inside_transformers_exporters_is_an_upstream_site():
         pytest.fail("the planted model was decomposed")
     assert violation.fingerprint.where.startswith("transformers.exporters.utils:"), violation.fingerprint
     assert "(at transformers/exporters/utils.py:" in violation.reason, violation.reason
+
+
+def test_a_program_that_bakes_a_python_scalar_of_its_inputs_says_which():
+    """torch.export's "inputs do not match the traced tree spec" names the field whose value was baked in."""
+    text = ("Trying to flatten user inputs with exported input tree spec: \nTreeSpec(StaticCache, {'layers': [{'keys': "
+            "{'_t': 'tensor', 'i': 0}, 'cumulative_length_int': 17, 'max_cache_len': 18}]}) but actually got inputs "
+            "with tree spec of: \nTreeSpec(StaticCache, {'layers': [{'keys': {'_t': 'tensor', 'i': 0}, "
+            "'cumulative_length_int': 18, 'max_cache_len': 18}]}).")
+    assert exporters.spec_difference(text) == " (traced cumulative_length_int 17, called with 18)"
+    assert exporters.spec_difference("another error") == ""

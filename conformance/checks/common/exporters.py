@@ -160,9 +160,30 @@ def exporter_failure(exc: BaseException, stage: str, metrics: dict, kind: str = 
     if named:
         path, line = named[-1]
         location = "transformers/" + path.split("/transformers/", 1)[1] + f":{line}"
+    first += spec_difference(text)
     reason = f"{stage}: {type(root).__name__}: {first}" + (f" (at {location})" if location else "")
     fingerprint = Fingerprint(kind_of(root, kind), where=where_of(root), error=type(root).__name__, what=mask(stage))
     return ContractViolation(reason, metrics, fingerprint)
+
+
+SPEC_SPLIT = "but actually got inputs with tree spec of:"
+SPEC_FIELD = re.compile(r"'(\w+)': ([^,\[\]{}()]+)")
+
+
+def spec_difference(text: str) -> str:
+    """For torch.export's "inputs do not match the traced tree spec": the fields whose values differ (a Python
+    scalar of the inputs, baked into the program's spec), e.g. `` (traced cumulative_length_int 17, called with 18)``."""
+    if SPEC_SPLIT not in text:
+        return ""
+    traced, called = ({} for _ in range(2))
+    for fields_, part in zip((traced, called), text.split(SPEC_SPLIT, 1)):
+        for name, value in SPEC_FIELD.findall(part):
+            fields_.setdefault(name, []).append(value.strip())
+    changed = [(name, a, b) for name in traced if name in called
+               for a, b in zip(traced[name], called[name]) if a != b]
+    if not changed:
+        return ""
+    return " (" + "; ".join(f"traced {name} {a}, called with {b}" for name, a, b in dict.fromkeys(changed)) + ")"
 
 
 # --- inputs ---------------------------------------------------------------------------------------

@@ -41,36 +41,11 @@ import torch
 
 from conformance.build.case import Case
 from conformance.checks.common import export as _export
+from conformance.checks.common.exporters import compare_logits, non_padding
 from conformance.checks.common import onnx as _onnx
-from conformance.checks.common.compare import Closeness, assert_close, logits_of
+from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import check
-from conformance.tolerances import Tolerance
-
-
-def non_padding(logits: torch.Tensor, tensors: dict[str, Any]) -> torch.Tensor | None:
-    """The [batch, seq] mask of positions to compare: the attention mask (the decoder's for an encoder-decoder)
-    when the logits align with it, else None (every position)."""
-    # An encoder-decoder's logits are over the decoder positions: its own mask, if any, says which to compare.
-    decoder = any(key.startswith("decoder_") for key in tensors)
-    mask = tensors.get("decoder_attention_mask" if decoder else "attention_mask")
-    if isinstance(mask, torch.Tensor) and mask.dim() == 2 and logits.dim() >= 2 and logits.shape[:2] == mask.shape:
-        return mask.bool()
-    return None
-
-
-def compare_logits(actual: torch.Tensor, expected: torch.Tensor, keep: torch.Tensor | None, tol: Tolerance,
-                   what: str, metrics: dict) -> Closeness:
-    """assert_close over the kept positions (all when `keep` is None); records `compared_positions`."""
-    if actual.shape != expected.shape:
-        raise ContractViolation(f"{what}: logits shape {tuple(actual.shape)} != eager {tuple(expected.shape)}",
-                                metrics)
-    if keep is not None:
-        actual, expected = actual[keep], expected[keep]
-        metrics["compared_positions"] = int(keep.sum())
-    else:
-        metrics["compared_positions"] = int(actual.shape[:-1].numel()) if actual.dim() > 1 else 1
-    return assert_close(actual, expected, tol, what, metrics)
 
 
 def exported_module(model: torch.nn.Module, constants: dict, fixed: dict, tensors: dict):

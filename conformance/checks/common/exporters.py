@@ -1,0 +1,513 @@
+"""The deployment API users call, `transformers.exporters`, shared by the `exporter_*` columns.
+
+Contracts:
+
+* `BACKENDS` names each backend's exporter and config class in
+  ``transformers.exporters``, the packages it requires beyond the suite's own
+  and the extra (or opt-in group) that brings it in: ``dynamo`` (torch.export,
+  opt-in group ``exporters``), ``onnx`` (ONNX Runtime, extra ``[onnx]``),
+  ``executorch`` (XNNPACK, extra ``[executorch]``), ``openvino`` (OpenVINO CPU,
+  extra ``[openvino]``).
+* `require_exporters()` raises `NotApplicable` ("no transformers.exporters in
+  transformers <version>") where the installed transformers has no such
+  package (4.57), never a failure.
+* `export_forward(case, backend)` is a forward column: a fresh model exported
+  with ``export(model, inputs, Config(dynamic=True))`` before any eager call,
+  its one component run through the backend's runner on the run's device
+  (``ExportedModel.to(device)``: OpenVINO's CPU plugin, not its ``AUTO`` default)
+  on the sample and on a variant of another prompt length (`build.variants`:
+  the longer one, else the shorter; its inputs prepared by the exporter's own
+  ``precompute_export_inputs``, as the sample was during the export); each
+  call's logits match a plain eager forward of another fresh instance within
+  the export tolerance on the non-padding positions (`non_padding`).
+* `export_generation(case, backend)` is a generation column: a fresh model
+  exported with ``export_for_generation(model, request, Config(dynamic=True),
+  generation_config=<static cache>)`` (the model decomposed by transformers into
+  encoder, projector, language model, head and decode step, captured from a real
+  ``generate``); then `RoutedModel` routes another fresh instance's submodules
+  (and its forward: the first call of a ``generate`` to the ``prefill``
+  component where there is one, every later call to ``decode``) to the
+  components' runners, so that eager ``generate`` is only the glue (placeholder
+  merge, positions, argmax) and every tensor of the model comes from the
+  backend (a submodule transformers names but the decomposition left out, called
+  by ``generate``, is a violation: the export cannot serve the request without
+  PyTorch). For two requests (the sample's second prompt, the traced one, and
+  the same prompt longer), the greedy tokens must equal eager ``generate``'s
+  with the same static cache, then every step's logits within the export
+  tolerance.
+* Failures (`exporter_failure`): the exporter's own first line (the innermost
+  exception of its wrappers, with the stage and the component it names) and the
+  innermost transformers site, ``transformers/exporters/`` included: a bug in
+  the exporter is an upstream finding (fingerprint kind ``export_error``, or
+  ``data_dependent_guard`` / ``unsupported`` as `fingerprints.kind_of` says;
+  its ``what`` is the stage, which names the runner for a runner that refuses
+  or fails a call). Tokens or logits that differ are ``numerical_mismatch``.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import importlib
+import importlib.util
+import inspect
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from conformance.checks.common.compare import Closeness, assert_close, judge_close, logits_of
+from conformance.checks.common.export import split_inputs
+from conformance.checks.common.generation import single_prompt
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.fingerprints import Fingerprint, kind_of, mask
+from conformance.reasons import where
+from conformance.tolerances import Tolerance
+
+NEW_TOKENS = 4
+# The function that chose the components: a submodule it leaves out is its finding.
+DECOMPOSITION_SITE = "transformers.exporters.utils:decompose_for_generation"
+REASON_LIMIT = 240
+OUTPUT_FLAGS = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+
+
+@dataclass(frozen=True)
+class Backend:
+    name: str
+    exporter: str  # class name in transformers.exporters
+    config: str
+    requires: tuple[str, ...] = ()
+    extra: str = ""
+    opt_in: str = ""
+
+
+BACKENDS = {
+    "dynamo": Backend("dynamo", "DynamoExporter", "DynamoConfig", opt_in="exporters"),
+    "onnx": Backend("onnx", "OnnxExporter", "OnnxConfig", ("onnx", "onnxscript", "onnxruntime"), "onnx"),
+    "executorch": Backend("executorch", "ExecutorchExporter", "ExecutorchConfig", ("executorch", "torchao"),
+                          "executorch"),
+    "openvino": Backend("openvino", "OpenVINOExporter", "OpenVINOConfig", ("openvino",), "openvino"),
+}
+
+
+def registration(backend: str) -> dict:
+    """The `@check` keywords of a backend's columns: its packages and extra, or its opt-in group."""
+    spec = BACKENDS[backend]
+    if spec.requires:
+        return {"requires": spec.requires, "extra": spec.extra}
+    return {"opt_in": spec.opt_in}
+
+
+def has_exporters() -> bool:
+    try:
+        return importlib.util.find_spec("transformers.exporters") is not None
+    except ModuleNotFoundError:
+        return False
+
+
+def require_exporters() -> None:
+    if not has_exporters():
+        import transformers
+
+        raise NotApplicable(f"no transformers.exporters in transformers {transformers.__version__}")
+
+
+def exporter_and_config(backend: str, **config: Any):
+    """(an exporter instance, its config with `config`) of a backend; the exporter's environment check
+    (`validate_environment`) runs here."""
+    module = importlib.import_module("transformers.exporters")
+    spec = BACKENDS[backend]
+    try:
+        exporter = getattr(module, spec.exporter)()
+    except Exception as exc:
+        raise exporter_failure(exc, f"{spec.exporter}()", {}) from exc
+    return exporter, getattr(module, spec.config)(**config)
+
+
+# --- failures -------------------------------------------------------------------------------------
+
+
+def innermost(exc: BaseException) -> BaseException:
+    """The exception that started a chain of wrappers (the exporters re-raise with their own)."""
+    seen = set()
+    while id(exc) not in seen and exc.__cause__ is not None:
+        seen.add(id(exc))
+        exc = exc.__cause__
+    return exc
+
+
+COMPONENT = re.compile(r"failed on component '(\w+)'")
+TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
+
+
+def exporter_failure(exc: BaseException, stage: str, metrics: dict, kind: str = "export_error") -> ContractViolation:
+    """`stage[ component]: Type: first line (at transformers/...:N)` of the innermost exception, and its
+    fingerprint (kind, its innermost transformers site, exception type, stage)."""
+    from conformance.fingerprints import where_of
+
+    component = COMPONENT.search(str(exc))
+    if component:
+        stage = f"{stage} component {component.group(1)!r}"
+    root = innermost(exc)
+    text = str(root).strip()
+    first = next((line.strip() for line in text.splitlines() if line.strip()), repr(root))
+    if len(first) > REASON_LIMIT:
+        first = first[: REASON_LIMIT - 3] + "..."
+    location = where(root)
+    named = TRANSFORMERS_FILE.findall(text)
+    if named:
+        path, line = named[-1]
+        location = "transformers/" + path.split("/transformers/", 1)[1] + f":{line}"
+    first += spec_difference(text)
+    reason = f"{stage}: {type(root).__name__}: {first}" + (f" (at {location})" if location else "")
+    fingerprint = Fingerprint(kind_of(root, kind), where=where_of(root), error=type(root).__name__, what=mask(stage))
+    return ContractViolation(reason, metrics, fingerprint)
+
+
+SPEC_SPLIT = "but actually got inputs with tree spec of:"
+SPEC_FIELD = re.compile(r"'(\w+)': ([^,\[\]{}()]+)")
+
+
+def spec_difference(text: str) -> str:
+    """For torch.export's "inputs do not match the traced tree spec": the fields whose values differ (a Python
+    scalar of the inputs, baked into the program's spec), e.g. `` (traced cumulative_length_int 17, called with 18)``."""
+    if SPEC_SPLIT not in text:
+        return ""
+    traced, called = ({} for _ in range(2))
+    for fields_, part in zip((traced, called), text.split(SPEC_SPLIT, 1)):
+        for name, value in SPEC_FIELD.findall(part):
+            fields_.setdefault(name, []).append(value.strip())
+    changed = [(name, a, b) for name in traced if name in called
+               for a, b in zip(traced[name], called[name]) if a != b]
+    if not changed:
+        return ""
+    return " (" + "; ".join(f"traced {name} {a}, called with {b}" for name, a, b in dict.fromkeys(changed)) + ")"
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+def non_padding(logits: torch.Tensor, tensors: dict[str, Any]) -> torch.Tensor | None:
+    """The [batch, seq] mask of positions to compare: the attention mask (the decoder's for an encoder-decoder)
+    when the logits align with it, else None (every position)."""
+    # An encoder-decoder's logits are over the decoder positions: its own mask, if any, says which to compare.
+    decoder = any(key.startswith("decoder_") for key in tensors)
+    mask_ = tensors.get("decoder_attention_mask" if decoder else "attention_mask")
+    if isinstance(mask_, torch.Tensor) and mask_.dim() == 2 and logits.dim() >= 2 and logits.shape[:2] == mask_.shape:
+        return mask_.bool()
+    return None
+
+
+def compare_logits(actual: torch.Tensor, expected: torch.Tensor, keep: torch.Tensor | None, tol: Tolerance,
+                   what: str, metrics: dict) -> Closeness:
+    """assert_close over the kept positions (all when `keep` is None); records `compared_positions`."""
+    if actual.shape != expected.shape:
+        raise ContractViolation(f"{what}: logits shape {tuple(actual.shape)} != eager {tuple(expected.shape)}",
+                                metrics)
+    if keep is not None:
+        actual, expected = actual[keep], expected[keep]
+        metrics["compared_positions"] = int(keep.sum())
+    else:
+        metrics["compared_positions"] = int(actual.shape[:-1].numel()) if actual.dim() > 1 else 1
+    return assert_close(actual, expected, tol, what, metrics)
+
+
+def prepared(model: torch.nn.Module, inputs: dict[str, Any]) -> dict[str, Any]:
+    """What a runner is called with for `inputs`: the output flags dropped and the data-dependent inputs
+    precomputed by the exporter's own `precompute_export_inputs`, as `export` prepares its sample."""
+    from transformers.exporters.utils import precompute_export_inputs
+
+    ready = {key: value for key, value in inputs.items() if key not in OUTPUT_FLAGS}
+    with torch.no_grad():
+        precompute_export_inputs(model, ready)
+    return ready
+
+
+def traced_kwargs(runner, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The kwargs of a call the runner's graph was traced with (its constants are the graph's own)."""
+    metadata = runner.metadata
+    return {key: value for key, value in kwargs.items()
+            if key in metadata.kwargs and key not in metadata.in_constants}
+
+
+def call_runner(runner, kwargs: dict[str, Any], stage: str, metrics: dict):
+    try:
+        return runner(**traced_kwargs(runner, kwargs))
+    except Exception as exc:
+        raise exporter_failure(exc, stage, metrics) from exc
+
+
+# --- forward --------------------------------------------------------------------------------------
+
+
+def length_variant(case):
+    """(name, sample) of a variant of another prompt length (longer first), or (None, why not)."""
+    variants = case.variants()
+    for name in ("longer", "shorter"):
+        if name in variants.available:
+            return name, variants.available[name].sample
+    return None, variants.unavailable.get("longer", "no other prompt length can be made")
+
+
+def export_forward(case, backend: str) -> dict:
+    require_exporters()
+    metrics: dict = {"backend": backend, "dynamic": True}
+    tensors, constants = split_inputs(case.inputs())
+    model = case.fresh_model().eval()
+    fixed = {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
+    exporter, config = exporter_and_config(backend, dynamic=True)
+    sample = {**tensors, **constants, **fixed}
+    started = time.perf_counter()
+    try:
+        exported = exporter.export(model, copy.copy(sample), config)
+    except Exception as exc:
+        raise exporter_failure(exc, f"{type(exporter).__name__}.export(dynamic=True)", metrics) from exc
+    metrics["export_seconds"] = round(time.perf_counter() - started, 3)
+    started = time.perf_counter()
+    try:
+        runner = exported.to(case.device).runners["model"]
+    except Exception as exc:
+        raise exporter_failure(exc, f"{backend} runner", metrics) from exc
+    metrics["runner_seconds"] = round(time.perf_counter() - started, 3)
+    reference = case.fresh_model().eval()
+    tol = case.tol("export")
+    calls = [("sample", tensors, constants)]
+    name, other = length_variant(case)
+    if name is None:
+        metrics["variant"] = f"none: {other}"
+    else:
+        metrics["variant"] = name
+        calls.append((name, *split_inputs(case.inputs(other))))
+    precision = inference_precision(runner)
+    if precision:
+        metrics["inference_precision"] = precision
+    for label, their_tensors, their_constants in calls:
+        kwargs = prepared(reference, {**their_tensors, **their_constants})
+        actual = logits_of(call_runner(runner, kwargs, f"{backend} runner on the {label}", metrics))
+        with torch.no_grad():
+            expected = logits_of(reference(**their_tensors, **their_constants, **fixed))
+        keep = non_padding(expected, their_tensors)
+        try:
+            compare_logits(actual, expected, keep, tol, f"{backend} runner logits on the {label}", metrics)
+        except ContractViolation as exc:
+            if precision and precision != FULL_PRECISION:
+                exc.reason += full_precision_note(exported, kwargs, expected, keep, precision, metrics)
+                exc.fingerprint = Fingerprint("numerical_mismatch",
+                                              what=mask(f"{backend} runner logits in {precision} (its default)"))
+            raise
+    return metrics
+
+
+FULL_PRECISION = "f32"
+
+
+def inference_precision(runner) -> str:
+    """The precision OpenVINO compiled a runner's model in (``INFERENCE_PRECISION_HINT``: on a CPU with bf16
+    its default is bf16, whatever the export's); "" for the other backends."""
+    compiled = getattr(runner, "compiled_model", None)
+    if compiled is None:
+        return ""
+    value = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    return {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(value.split("'")[1] if "'" in value else value,
+                                                                        value)
+
+
+def full_precision_note(exported, kwargs: dict, expected: torch.Tensor, keep, precision: str, metrics: dict) -> str:
+    """Why the logits may differ: the runner's reduced default precision. Reruns compiled in f32 to say so."""
+    exported.to("cpu", config={"INFERENCE_PRECISION_HINT": FULL_PRECISION})
+    try:
+        actual = logits_of(exported.runners["model"](**traced_kwargs(exported.runners["model"], kwargs)))
+    finally:
+        exported.to("cpu")
+    a, b = (actual[keep], expected[keep]) if keep is not None else (actual, expected)
+    diff = float((a.float() - b.float()).abs().max()) if a.numel() else 0.0
+    metrics["f32_max_abs_diff"] = diff
+    return (f" (the runner compiled the float32 export in {precision}, OpenVINO's default on this CPU; compiled with "
+            f"INFERENCE_PRECISION_HINT=f32 the logits differ by {diff:.3g})")
+
+
+# --- generation -----------------------------------------------------------------------------------
+
+
+def bound_kwargs(original: Callable, args: tuple, kwargs: dict) -> dict[str, Any]:
+    """A call's arguments by name, as the exporter captured its components' inputs (`**kwargs` merged)."""
+    signature = inspect.signature(original)
+    bound = signature.bind(*args, **kwargs)
+    named: dict[str, Any] = {}
+    for name, value in bound.arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            named[name] = value
+    return named
+
+
+class RoutedModel:
+    """A fresh model whose computation comes from exported components' runners, driven by its own `generate`.
+
+    Each component that is a submodule (``image_encoder``, ``multi_modal_projector``, ``language_model``,
+    ``lm_head``...: transformers' own `_find_multimodal_submodules` names them) has its ``forward`` replaced by
+    a call of its runner; the model's ``forward`` sends the first call of a `generate` to the ``prefill``
+    runner where there is one (else runs the model's own code, whose submodules are routed), and every later
+    call to the ``decode`` runner. `routed_calls` counts the runner calls per component; `eager_calls` the
+    calls of a submodule transformers names (an encoder, a projector...) that no component covers: there, the
+    model's own PyTorch code ran, and the export does not serve the request.
+    """
+
+    def __init__(self, model: torch.nn.Module, runners: dict, backend: str, metrics: dict):
+        from transformers.exporters.utils import _find_multimodal_submodules
+
+        self.model = model
+        self.backend = backend
+        self.metrics = metrics
+        self.calls = 0
+        self.routed_calls: dict[str, int] = dict.fromkeys(runners, 0)
+        self.eager_calls: dict[str, int] = {}
+        submodules = _find_multimodal_submodules(model)
+        for name, module in submodules.items():
+            if name not in runners:
+                self._count_eager(module, name)
+        for name, runner in runners.items():
+            if name in ("prefill", "decode"):
+                continue
+            if name not in submodules:
+                raise ContractViolation(f"component {name!r} of export_for_generation is no submodule transformers "
+                                        f"names on {type(model).__name__} ({sorted(submodules)})", metrics)
+            self._route(submodules[name], name, runner)
+        original = model.forward
+        prefill, decode = runners.get("prefill"), runners.get("decode")
+        if decode is None:
+            raise ContractViolation(f"export_for_generation gave no decode component ({sorted(runners)})", metrics)
+
+        @functools.wraps(original)  # generate validates its kwargs against the forward's signature
+        def forward(*args, **kwargs):
+            first = self.calls == 0
+            self.calls += 1
+            if first and prefill is None:
+                return original(*args, **kwargs)
+            name, runner = ("prefill", prefill) if first else ("decode", decode)
+            return self._call(name, runner, model, bound_kwargs(original, args, kwargs))
+
+        model.forward = forward
+
+    def _count_eager(self, module: torch.nn.Module, name: str) -> None:
+        def counted(*_):
+            self.eager_calls[name] = self.eager_calls.get(name, 0) + 1
+
+        module.register_forward_hook(counted)
+
+    def _route(self, module: torch.nn.Module, name: str, runner) -> None:
+        original = module.forward
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            return self._call(name, runner, module, bound_kwargs(original, args, kwargs))
+
+        module.forward = forward
+
+    def _call(self, name: str, runner, owner: torch.nn.Module, kwargs: dict):
+        self.routed_calls[name] += 1
+        return call_runner(runner, prepared(owner, kwargs), f"{self.backend} runner of component {name!r}",
+                           self.metrics)
+
+    def generate(self, request: dict[str, Any], config):
+        self.calls = 0
+        with torch.no_grad():
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+
+
+def static_generation_config(model: torch.nn.Module, requests: list[dict[str, Any]]):
+    """Greedy decoding of exactly `NEW_TOKENS` tokens over a StaticCache sized for the longest request, the
+    logits of every step returned."""
+    config = copy.deepcopy(model.generation_config)
+    longest = max(int(request["input_ids"].shape[-1]) for request in requests)
+    config.update(cache_implementation="static", max_cache_len=longest + NEW_TOKENS + 1, do_sample=False,
+                  num_beams=1, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, eos_token_id=None,
+                  output_logits=True, return_dict_in_generate=True)
+    if config.pad_token_id is None:
+        config.pad_token_id = 0
+    return config
+
+
+def requests_of(case) -> tuple[list[tuple[str, dict]], str]:
+    """The generation requests (batch 1): the sample's second prompt, and the same prompt at another length
+    where a variant can be made; and why not, where not."""
+    requests = [("sample", single_prompt(case.inputs()))]
+    name, other = length_variant(case)
+    if name is None:
+        return requests, f"none: {other}"
+    requests.append((name, single_prompt(case.inputs(other))))
+    return requests, name
+
+
+def export_generation(case, backend: str, **backend_config: Any) -> dict:
+    require_exporters()
+    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+        raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not decomposed by this check")
+    metrics: dict = {"backend": backend, "dynamic": True, "new_tokens": NEW_TOKENS, "cache": "static"}
+    requests, metrics["variant"] = requests_of(case)
+    model = case.fresh_model().eval()
+    config = static_generation_config(model, [request for _, request in requests])
+    exporter, export_config = exporter_and_config(backend, dynamic=True, **backend_config)
+    started = time.perf_counter()
+    try:
+        exported = exporter.export_for_generation(model, copy.deepcopy(requests[0][1]), export_config,
+                                                  generation_config=config)
+    except Exception as exc:
+        raise exporter_failure(exc, f"{type(exporter).__name__}.export_for_generation(dynamic=True)",
+                               metrics) from exc
+    metrics["export_seconds"] = round(time.perf_counter() - started, 3)
+    metrics["components"] = sorted(exported.components)
+    del model
+    try:
+        runners = exported.to(case.device).runners
+    except Exception as exc:
+        raise exporter_failure(exc, f"{backend} runners", metrics) from exc
+    routed = RoutedModel(case.fresh_model().eval(), runners, backend, metrics)
+    reference = case.fresh_model().eval()
+    tol = case.tol("export")
+    started = time.perf_counter()
+    numbers: list[str] = []  # the numerical verdicts while some submodule ran eagerly
+    for label, request in requests:
+        with torch.no_grad():
+            expected = reference.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+        actual = routed.generate(request, config)
+        try:
+            judge_generation(label, actual, expected, tol, metrics)
+        except ContractViolation as exc:
+            if not routed.eager_calls:
+                raise
+            numbers.append(exc.reason)
+    metrics["routed_calls"] = routed.routed_calls
+    if routed.eager_calls:
+        metrics["eager_calls"] = dict(routed.eager_calls)
+        raise ContractViolation(
+            f"export_for_generation left {sorted(routed.eager_calls)} out of its components "
+            f"({metrics['components']}), and generate calls them: the exported model cannot serve a request "
+            f"without PyTorch (with them run eagerly: {'; '.join(numbers) or 'tokens and logits match eager generate'})",
+            metrics, Fingerprint("contract", where=DECOMPOSITION_SITE,
+                                 what=f"submodules called by generate but not exported: {sorted(routed.eager_calls)}"))
+    metrics["generate_seconds"] = round(time.perf_counter() - started, 3)
+    return metrics
+
+
+def judge_generation(label: str, actual, expected, tol: Tolerance, metrics: dict) -> None:
+    """Tokens first (what a user sees), then every step's logits within `tol`."""
+    tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]
+    steps = [judge_close(a.float(), e.float(), tol, {}) for a, e in zip(actual.logits, expected.logits)]
+    if not torch.equal(tokens, wanted):
+        step = int((tokens != wanted).any(0).nonzero()[0])
+        raise ContractViolation(
+            f"{label}: the tokens generated from the components differ from eager generate at new token {step}: "
+            f"{tokens[0].tolist()} vs {wanted[0].tolist()} (logits at that step differ by "
+            f"{steps[step].max_abs_diff:.3g})", metrics,
+            Fingerprint("numerical_mismatch", what=mask(f"tokens from the components differ at new token {step}")))
+    for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
+        found = judge_close(a.float(), e.float(), tol, metrics)
+        if not found.within:
+            raise ContractViolation(f"{label}: step {step}: logits from the components differ from eager generate "
+                                    f"by {found.beyond()}", metrics,
+                                    Fingerprint("numerical_mismatch", what=mask("logits from the components differ")))

@@ -52,6 +52,7 @@ from conformance.reasons import one_line
 
 NEW_TOKENS = 8
 TEXT_KEYS = {"input_ids", "attention_mask", "token_type_ids", "position_ids", "mm_token_type_ids"}
+MEDIA_PARTS = ("vision",)
 # Each part's positional inputs, by name: the runner calls parts by keyword.
 PART_INPUTS = {"embed_prefill": ("input_ids",), "embed_step": ("input_ids",), "prefill": ("inputs_embeds",),
                "step": ("inputs_embeds", "cache_tensors")}
@@ -355,6 +356,7 @@ class ExportedGeneration:
         self.programs: dict[str, torch.export.ExportedProgram] = {}
         self._callables: dict[str, torch.nn.Module] = {}
         self.logs: dict[str, ShapeLog] = {}
+        self.refused: dict[str, ContractViolation] = {}  # media parts exported static: why not dynamic
         self.export_seconds = 0.0
 
     def prompt(self, inputs: dict[str, Any]) -> Prompt:
@@ -372,19 +374,21 @@ class ExportedGeneration:
     def prompt_ids(self) -> torch.Tensor:
         return self.traced.ids
 
-    def part_inputs(self) -> dict[str, dict[str, Any]]:
-        """Each part's keyword inputs for the traced prompt, in export order (the decoder's from eager runs)."""
+    def part_inputs(self):
+        """Each part's name and keyword inputs for the traced prompt, in export order; the decoder's step inputs
+        come from an eager prefill, run only once the parts before it are taken (exported)."""
         embedding = EmbedPart(self.owner.get_input_embeddings())
         ids = self.traced.ids
-        parts = {"vision": dict(self.traced.media)} if self.vision_model is not None else {}
-        parts["embed_prefill"] = {"input_ids": ids}
-        parts["embed_step"] = {"input_ids": ids[:, -1:]}
+        if self.vision_model is not None:
+            yield "vision", dict(self.traced.media)
+        yield "embed_prefill", {"input_ids": ids}
+        yield "embed_step", {"input_ids": ids[:, -1:]}
         with torch.no_grad():
             embeds = embedding(ids)
+        yield "prefill", {"inputs_embeds": embeds, **self.traced.text}
+        with torch.no_grad():
             _, *state = DecoderPart(self.owner, self.max_len)(embeds, **self.traced.text)
-        parts["prefill"] = {"inputs_embeds": embeds, **self.traced.text}
-        parts["step"] = {"inputs_embeds": embeds[:, -1:], "cache_tensors": state}
-        return parts
+        yield "step", {"inputs_embeds": embeds[:, -1:], "cache_tensors": state}
 
     def modules(self) -> dict[str, torch.nn.Module]:
         embedding = EmbedPart(self.owner.get_input_embeddings())
@@ -394,12 +398,23 @@ class ExportedGeneration:
         return modules
 
     def export(self, shapes: dict[str, dict] | None = None) -> dict[str, torch.export.ExportedProgram]:
-        """Export every part once; `shapes` maps a part to the ``dynamic_shapes`` of its inputs (absent: static)."""
+        """Export every part once; `shapes` maps a part to the ``dynamic_shapes`` of its inputs (absent: static).
+
+        A media part whose dynamic export fails is exported static, the failure kept in `refused` (the image
+        requests it cannot serve say so); any other part's failure is raised.
+        """
         started = time.perf_counter()
         modules = self.modules()
-        for name, kwargs in self.part_inputs().items():
+        for name, kwargs in self.part_inputs():
             self.logs[name] = ShapeLog()
-            self.programs[name] = export_part(name, modules[name], kwargs, (shapes or {}).get(name), self.logs[name])
+            shape = (shapes or {}).get(name)
+            try:
+                self.programs[name] = export_part(name, modules[name], kwargs, shape, self.logs[name])
+            except ContractViolation as exc:
+                if name not in MEDIA_PARTS or not shape:
+                    raise
+                self.refused[name] = exc
+                self.programs[name] = export_part(name, modules[name], kwargs)
         self.export_seconds = time.perf_counter() - started
         return self.programs
 

@@ -60,6 +60,7 @@ IMAGE_REQUEST = "image_size"
 MIN_SIZE = 2  # 0 and 1 are always specialised
 MEDIA_HEADROOM = 4
 PROMPT_PARTS = ("embed_prefill", "prefill")
+ONE_TRACED = "has size 1 in the sample, which torch.export always specialises: not served, the sample's limit"
 FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -79,6 +80,7 @@ class Unserved:
     request: Request
     reason: str
     fingerprint: Fingerprint | None = None
+    limit: bool = False  # the sample's limit (a traced size of 1), stated, not the model's failure
 
 
 def requests_of(case) -> tuple[list[Request], dict[str, str]]:
@@ -120,9 +122,10 @@ def dynamic_shapes(generation: ExportedGeneration, prompts: list[Prompt]) -> dic
         changing = varying_dims(tensors, [o[part] for o in others])
         for key, dims in changing.items():
             sizes = [t[part][key].shape for t in [base] + others]
-            shapes.setdefault(part, {})[key] = {
-                d: Dim.AUTO(min=MIN_SIZE, max=generation.max_len if part in PROMPT_PARTS else
-                            max(s[d] for s in sizes) * MEDIA_HEADROOM) for d in sorted(dims)}
+            spec = {d: Dim.AUTO(min=MIN_SIZE, max=generation.max_len if part in PROMPT_PARTS else
+                                max(s[d] for s in sizes) * MEDIA_HEADROOM) for d in sorted(dims) if sizes[0][d] > 1}
+            if spec:
+                shapes.setdefault(part, {})[key] = spec
     return shapes
 
 
@@ -180,7 +183,7 @@ def judge_requests(generation: ExportedGeneration, requests: list[Request], run:
         metrics["requests"][request.name] = problem.reason if problem else "pass"
         if problem and request.name == TRACED:
             raise ContractViolation(problem.reason, metrics, problem.fingerprint)
-        if problem:
+        if problem and not problem.limit:
             unserved.append(problem)
     metrics["served"] = [r.name for r in requests if metrics["requests"][r.name] == "pass"]
     metrics["max_len"] = generation.max_len
@@ -191,8 +194,14 @@ def judge_requests(generation: ExportedGeneration, requests: list[Request], run:
 
 
 def _serve(generation, request, prompt, run, reference, eager, tol, metrics, changes, static) -> Unserved | None:
+    media = set(prompt.media)
     for key, dims in changes.items():
+        if key in media and "vision" in generation.refused:
+            exc = generation.refused["vision"]
+            return Unserved(request, f"exporting its dims dynamic fails: {exc.reason}", exc.fingerprint)
         for d in sorted(dims):
+            if _traced_size(generation, key, d) == 1:
+                return Unserved(request, f"{key} dim {d} {ONE_TRACED}", limit=True)
             if (key, d) in static:
                 part, source, found = static[(key, d)]
                 reason, fingerprint = _why_static(generation, part, source, found)
@@ -200,8 +209,12 @@ def _serve(generation, request, prompt, run, reference, eager, tol, metrics, cha
     try:
         tokens, logits = generation.generate(run, prompt)
     except ContractViolation as exc:
+        if request.name == TRACED:
+            raise
         return Unserved(request, exc.reason, exc.fingerprint)
     except Exception as exc:
+        if request.name == TRACED:  # the artifacts fail on the prompt they were traced with: that error itself
+            raise
         return Unserved(request, f"the artifacts fail on it: {one_line(exc)}",
                         Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__,
                                     what="exported parts"))
@@ -221,21 +234,24 @@ def _serve(generation, request, prompt, run, reference, eager, tol, metrics, cha
     return None
 
 
+def _traced_size(generation: ExportedGeneration, key: str, dim: int) -> int | None:
+    for tensors in _part_shapes(generation, generation.traced).values():
+        value = tensors.get(key)
+        if isinstance(value, torch.Tensor) and dim < value.dim():
+            return value.shape[dim]
+    return None
+
+
 def _baked(generation: ExportedGeneration, request: Request, prompt: Prompt, step: int) -> Unserved | None:
-    """When the decode step traced after this request's prefill is another graph than the exported one, the step
-    baked a value of the traced prompt: Unserved naming the first differing node's site (None: same graph)."""
-    if step == 0 or request.name == TRACED or "step" not in generation.programs:
+    """When the decode step traced after this request's prefill is another graph than the one traced after the
+    sample's, the step baked a value of the traced prompt: Unserved naming the first differing node's site (None:
+    the same graph, or a step that does not export)."""
+    if step == 0 or request.name == TRACED:
         return None
-    modules = generation.modules()
-    with torch.no_grad():
-        embeds = generation.prefill_embeds(lambda name, **kw: modules[name](**kw), prompt)
-        _, *state = modules["prefill"](embeds, **prompt.text)
     try:
-        again = export_part("step", DecoderPart(generation.owner, generation.max_len),
-                            {"inputs_embeds": embeds[:, -1:], "cache_tensors": state})
+        node = _first_difference(_step_after(generation, generation.traced), _step_after(generation, prompt))
     except ContractViolation:
         return None
-    node = _first_difference(generation.programs["step"], again)
     if node is None:
         return None
     place = _place(node)
@@ -246,6 +262,15 @@ def _baked(generation: ExportedGeneration, request: Request, prompt: Prompt, ste
               "cache's write position), not a Python int")
     return Unserved(request, reason, Fingerprint("specialisation", where=place.site, what=f"{dim} in part step",
                                                  guard="a Python int of the traced prompt"))
+
+
+def _step_after(generation: ExportedGeneration, prompt: Prompt):
+    """The decode step exported (torch.export) after an eager prefill of `prompt`."""
+    modules = {**generation.modules(), "step": DecoderPart(generation.owner, generation.max_len)}
+    with torch.no_grad():
+        embeds = generation.prefill_embeds(lambda name, **kw: modules[name](**kw), prompt)
+        _, *state = modules["prefill"](embeds, **prompt.text)
+    return export_part("step", modules["step"], {"inputs_embeds": embeds[:, -1:], "cache_tensors": state})
 
 
 def _signature(node) -> tuple:

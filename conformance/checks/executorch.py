@@ -1,20 +1,26 @@
-"""Check `executorch`: the exported generation parts run in the ExecuTorch runtime.
+"""Check `executorch`: one set of generation parts in the ExecuTorch runtime serves the next prompt.
 
-Contract: the parts of `export_generate` (vision encoder + projector, text
-embedding, prefill and decode step over a static cache; batch 1) are lowered
+Contract: the parts of `export_generate`, exported once with the same dynamic
+dims (the prompt length in ``embed_prefill`` and ``prefill``, bounded by the
+one static cache's size; the image dims in ``vision`` where an image request
+exists; the decode step static, its write position an input), are lowered
 with ``to_edge_transform_and_lower`` and the XNNPACK partitioner (what
 XNNPACK does not take runs on the portable kernels), serialized to a
 ``.pte`` buffer, loaded with ``executorch.runtime.Runtime`` and run from
-Python: the prefill and `STEPS` greedy decode steps. Each step's logits
-match the same parts run eagerly (same static cache, same inputs) within the
-export tolerance; the decode steps feed the tokens the eager parts chose, so
-one near-tie cannot cascade. The cache tensors the step program mutates come
-back from the runtime as its first outputs and are carried to the next step.
+Python. Greedy decoding of `NEW_TOKENS` tokens from the lowered parts, for
+every request of `conformance.checks.common.served` (the sample's prompt,
+batch 1; another prompt length; another image size where the class takes
+one), must give the tokens of eager ``generate`` of a fresh model, and each
+step's logits within the export tolerance. The cache tensors the step
+program mutates come back from the runtime as its first outputs and are
+carried to the next step.
 
 Optional: it requires the ``[executorch]`` extra; where it is not
 installed the column is not run (its cells are deselected and the report
 says "not run", `registry.unavailable`). Metrics: `lower_seconds`,
-`max_abs_diff`, `steps`.
+`pte_bytes` (part -> size of its ``.pte``), `requests`, `served`,
+`requests_unavailable`, `static_export`, `max_len`, `new_tokens`,
+`max_abs_diff`.
 """
 
 from __future__ import annotations
@@ -25,13 +31,13 @@ import torch
 from torch.utils import _pytree as pytree
 
 from conformance.build.case import Case
-from conformance.checks.common.compare import assert_close
-from conformance.checks.common.generation import DecoderPart, EmbedPart, ExportedGeneration, VisionPart, single_prompt
+from conformance.checks.common.generation import PART_INPUTS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check
+from conformance.checks.common.served import serve
 from conformance.reasons import one_line
 
-STEPS = 2
+NEW_TOKENS = 3
 
 
 class LoweredProgram:
@@ -71,51 +77,30 @@ def _kwarg_order(in_spec) -> list[str]:
     return list(kwargs_spec.context) if kwargs_spec is not None and kwargs_spec.context else []
 
 
-def eager_runner(generation: ExportedGeneration):
-    """Runs each part of `generation` eagerly, as plain modules."""
-    embedding = EmbedPart(generation.owner.get_input_embeddings())
-    parts = {
-        "embed_prefill": embedding,
-        "embed_step": embedding,
-        "prefill": DecoderPart(generation.owner, generation.max_len),
-        "step": DecoderPart(generation.owner, generation.max_len),
-    }
-    if generation.vision_model is not None:
-        parts["vision"] = VisionPart(generation.vision_model)
-    return lambda name, *args, **kwargs: parts[name](*args, **kwargs)
-
-
 @check("executorch", column=100, compares=("max_abs_diff",), tolerance="export", requires=("executorch", "torchao"),
        extra="executorch")
 def check_executorch(case: Case) -> dict:
     if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
-    inputs = single_prompt(case.inputs())
-    generation = ExportedGeneration(case.fresh_model(), inputs)
-    programs = generation.export()
-    started = time.perf_counter()
-    lowered = {}
-    for name, program in programs.items():
-        try:
-            lowered[name] = LoweredProgram(program)
-        except Exception as exc:
-            raise ContractViolation(f"lowering of part {name!r} to ExecuTorch failed: {one_line(exc)}") from exc
-    metrics = {"lower_seconds": round(time.perf_counter() - started, 3), "steps": STEPS}
+    metrics: dict = {"new_tokens": NEW_TOKENS}
 
-    def run_lowered(name, *args, **kwargs):
-        return lowered[name](*args, **kwargs)
+    def build(generation: ExportedGeneration, shapes: dict):
+        programs = generation.export(shapes)
+        started = time.perf_counter()
+        lowered = {}
+        for name, program in programs.items():
+            try:
+                lowered[name] = LoweredProgram(program)
+            except Exception as exc:
+                raise ContractViolation(f"lowering of part {name!r} to ExecuTorch failed: {one_line(exc)}",
+                                        metrics) from exc
+        metrics["lower_seconds"] = round(time.perf_counter() - started, 3)
+        metrics["pte_bytes"] = {name: len(part.buffer) for name, part in lowered.items()}
 
-    reference = ExportedGeneration(case.fresh_model(), inputs)
-    run_eager = eager_runner(reference)
-    tol = case.tol("export")
-    with torch.no_grad():
-        logits, *state = run_lowered("prefill", generation.prefill_embeds(run_lowered), **generation.text)
-        expected, *eager_state = run_eager("prefill", reference.prefill_embeds(run_eager), **reference.text)
-        assert_close(logits, expected, tol, "ExecuTorch prefill", metrics)
-        state = [t.clone() for t in state]
-        for step in range(STEPS):
-            token = expected.argmax(-1, keepdim=True)
-            logits = run_lowered("step", run_lowered("embed_step", token), state)
-            expected = run_eager("step", run_eager("embed_step", token), eager_state)
-            assert_close(logits, expected, tol, f"ExecuTorch decode step {step}", metrics)
+        def run(name, *args, **kwargs):
+            return lowered[name](**dict(zip(PART_INPUTS.get(name, ()), args), **kwargs))
+        return run
+
+    serve(case, build, NEW_TOKENS, lambda model, inputs: eager_generation(model, inputs, NEW_TOKENS),
+          case.tol("export"), metrics)
     return metrics

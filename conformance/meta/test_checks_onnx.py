@@ -19,6 +19,7 @@ from conformance import tolerances
 
 from conformance.build.case import Case
 from conformance.build.samples import Sample
+from conformance.build.variants import Variants
 from conformance.checks import export_onnx, onnx_generate
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common import registry
@@ -267,7 +268,9 @@ def _tiny_lm():
 def _lm_case() -> SyntheticCase:
     inputs = {"input_ids": torch.tensor([[0, 0, 3, 14, 15], [9, 26, 5, 35, 8]]),
               "attention_mask": torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])}
-    return case_of(_tiny_lm, inputs, config=_tiny_lm().config)
+    case = case_of(_tiny_lm, inputs, config=_tiny_lm().config)
+    case._variants = Variants()  # the traced prompt alone (test_generation_requests.py: several requests)
+    return case
 
 
 @needs_onnx
@@ -313,5 +316,6 @@ def test_a_step_whose_runtime_logits_drift_fails_at_that_step(monkeypatch):
     monkeypatch.setattr(onnx_generate, "ort_runner", drifting)
     outcome = run_check("onnx_generate", _lm_case())
     assert outcome.verdict == "fail"
-    assert outcome.reason.startswith("step 1: ONNX Runtime logits differ from eager generate by 0.001 > 0.0001")
-    assert outcome.metrics["decomposition_max_abs_diff"] <= 1e-4  # the eager parts are fine: it is the runtime
+    assert outcome.reason.startswith("decode step 1 of the exported parts vs eager generate: logits differ by "
+                                     "0.001 > 0.0001")
+    assert outcome.metrics["requests"] == {"traced": outcome.reason}

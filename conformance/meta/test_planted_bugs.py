@@ -75,16 +75,16 @@ PLANTED = [
     ("export_static_cache", "ExportedDecodeNumericsLM", False, ["decode step 1 of the program vs eager generate",
                                                                 "by 0.001"]),
     ("export_static_cache", "LockedLM", False, ["torch.export.export(strict=True)", "context manager"]),
-    ("export_generate", "WrongSlotLM", False, ["tokens from the exported programs differ", "new token 1"]),
-    ("export_generate", "StaleCacheLM", False, ["tokens from the exported programs differ"]),
+    ("export_generate", "WrongSlotLM", False, ["tokens from the exported parts differ", "new token 1"]),
+    ("export_generate", "StaleCacheLM", False, ["tokens from the exported parts differ"]),
     ("export_generate", "BakedPositionLM", False, ["out of bounds"]),
-    ("export_generate", "ExportedDecodeNumericsLM", False, ["decode step 1 of the exported programs", "by 0.001"]),
+    ("export_generate", "ExportedDecodeNumericsLM", False, ["decode step 1 of the exported parts", "by 0.001"]),
     ("export_onnx", "ExportedNumericsLM", False, ["onnx runtime logits", "differ from eager by 0.001",
                                                   "the torch.export program onnx was translated from differs"]),
     ("export_onnx", "DataDependentLM", False, ["export", "data-dependent"]),
-    ("onnx_generate", "ExportedDecodeNumericsLM", False, ["step 1", "differ from eager generate by 0.001"]),
-    ("onnx_generate", "WrongSlotLM", False, ["step 1", "differ from eager generate"]),
-    ("onnx_generate", "StaleCacheLM", False, ["step 2", "differ from eager generate"]),
+    ("onnx_generate", "ExportedDecodeNumericsLM", False, ["decode step 1", "logits differ by 0.001"]),
+    ("onnx_generate", "WrongSlotLM", False, ["new token 1", "differ from eager generate"]),
+    ("onnx_generate", "StaleCacheLM", False, ["new token 3", "differ from eager generate"]),
 ]
 
 # The correct model, once per check, with media where the check is about media.

@@ -16,10 +16,18 @@ Contracts:
   step; NotApplicable, raised by `carried_only`, when the cache holds layers
   that are not key/value layers, such as linear attention's recurrent
   state); `export_part` exports one, naming it when the exporter fails.
-* `ExportedGeneration(model, inputs)` exports the parts for one prompt and
-  decodes greedily from them (`generate`, which returns the tokens and
-  every step's logits): placeholder merge with a ``masked_scatter`` and the
-  argmax are the runner's glue; `greedy_generate(model, inputs, n, **options)`
+* `ExportedGeneration(model, inputs, max_len=)` exports the parts once
+  (`export(shapes)`: per part, the ``dynamic_shapes`` of its keyword inputs,
+  none for a static part; each export's `ShapeLog` kept in `logs`) and
+  decodes greedily from them (`generate(run, prompt)`, which returns the
+  tokens and every step's logits) for the traced prompt or any other
+  (`prompt(inputs)`): placeholder merge with a ``masked_scatter`` and the
+  argmax are the runner's glue. The cache is a StaticCache of `max_len`
+  tokens whatever the prompt; the step's write position is its input (each
+  layer's length tensor), so one step program serves every prompt that fits.
+  Parts are called by keyword (`PART_INPUTS` names the positional ones); a
+  step may update the cache in place (returns the logits) or return the
+  updated cache after its logits (ONNX). `greedy_generate(model, inputs, n, **options)`
   is eager greedy ``generate`` itself, `eager_generation(model, inputs, n)`
   its tokens and per-step logits, `eager_tokens` its tokens.
 """
@@ -29,6 +37,7 @@ from __future__ import annotations
 import functools
 import inspect
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -37,11 +46,16 @@ from conformance.build.configs import placeholder_id
 from conformance.checks.common.cache import cache_kwarg, full_static_layers, static_cache
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.shapes import ShapeLog
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import one_line
 
 NEW_TOKENS = 8
 TEXT_KEYS = {"input_ids", "attention_mask", "token_type_ids", "position_ids", "mm_token_type_ids"}
+MEDIA_PARTS = ("vision",)
+# Each part's positional inputs, by name: the runner calls parts by keyword.
+PART_INPUTS = {"embed_prefill": ("input_ids",), "embed_step": ("input_ids",), "prefill": ("inputs_embeds",),
+               "step": ("inputs_embeds", "cache_tensors")}
 
 
 # --- batch 1 --------------------------------------------------------------------------------------
@@ -231,17 +245,52 @@ def _install(layer, keys: torch.Tensor, values: torch.Tensor, length: torch.Tens
     layer.is_initialized = True
 
 
-def export_part(name: str, module: torch.nn.Module, args: tuple = (), kwargs: dict | None = None):
-    """torch.export a part (non-strict); ContractViolation naming the part and the exporter's reason."""
+class NamedInputs(torch.nn.Module):
+    """`module` called with keyword inputs whose names its forward declares (keyword-only parameters).
+
+    torch 2.13's non-strict export cannot match a `dynamic_shapes` spec to a
+    ``forward(**text)``; with named parameters the spec is keyed by input name.
+    """
+
+    def __init__(self, module: torch.nn.Module, names):
+        super().__init__()
+        self.module = module
+
+        def forward(**inputs: Any):
+            return self.module(**inputs)
+
+        forward.__signature__ = inspect.Signature(
+            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in names])
+        self.forward = forward
+
+
+def export_part(name: str, module: torch.nn.Module, kwargs: dict, shapes: dict | None = None,
+                log: ShapeLog | None = None):
+    """torch.export a part (non-strict) over keyword inputs, `shapes` its ``dynamic_shapes`` by input name (None:
+    static), inside `log` when given; ContractViolation naming the part and the exporter's reason."""
     try:
-        with torch.no_grad():
-            return torch.export.export(module, args, kwargs or {}, strict=False)
+        with (log if log is not None else _nothing()), torch.no_grad():
+            if shapes:
+                full = {key: shapes.get(key) for key in kwargs}
+                return torch.export.export(NamedInputs(module, list(kwargs)), (), dict(kwargs), dynamic_shapes=full,
+                                           strict=False)
+            return torch.export.export(module, (), dict(kwargs), strict=False)
     except NotApplicable:  # the part said so while traced (`carried_only`)
         raise
     except Exception as exc:
+        dynamic = f" with {', '.join(sorted(shapes))} dynamic" if shapes else ""
         fingerprint = Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__,
                                   what=f"export of part {name}")
-        raise ContractViolation(f"export of part {name!r} failed: {one_line(exc)}", fingerprint=fingerprint) from exc
+        raise ContractViolation(f"export of part {name!r}{dynamic} failed: {one_line(exc)}",
+                                fingerprint=fingerprint) from exc
+
+
+class _nothing:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        return None
 
 
 # --- generation -----------------------------------------------------------------------------------
@@ -271,11 +320,24 @@ def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int
     return eager_generation(model, inputs, new_tokens)[0]
 
 
-class ExportedGeneration:
-    """The exported parts of one model for one prompt, and greedy decoding from them."""
+@dataclass
+class Prompt:
+    """One request as the runner feeds it: prompt ids (placeholders zeroed), where the placeholders are, the
+    vision part's media inputs and the decoder's text inputs."""
 
-    def __init__(self, model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int = NEW_TOKENS):
+    ids: torch.Tensor
+    placeholders: torch.Tensor
+    media: dict[str, Any]
+    text: dict[str, Any]
+
+
+class ExportedGeneration:
+    """The exported parts of one model, and greedy decoding from them for any prompt that fits the cache."""
+
+    def __init__(self, model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int = NEW_TOKENS,
+                 max_len: int | None = None):
         self.owner = generation_owner(model)
+        self.config = model.config
         self.inputs = inputs
         self.new_tokens = new_tokens
         ids = inputs["input_ids"]
@@ -283,67 +345,110 @@ class ExportedGeneration:
             raise NotApplicable(f"multi-stream prompt: input_ids of shape {tuple(ids.shape)} (batch, length, "
                                 "streams), whose other streams each step must be fed from outside the model (an "
                                 "audio frame's codes); the greedy loop of these parts feeds one generated token")
-        token = placeholder_id(model.config)
-        self.placeholders = (ids == token) if token is not None else torch.zeros_like(ids, dtype=torch.bool)
-        self.media = {k: v for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)}
-        self.text = {k: v for k, v in inputs.items() if k in TEXT_KEYS - {"input_ids"}}
-        self.text = {k: self.text[k] for k in _accepted(self.owner.forward, self.text)}
-        self.vision_model = vision_owner(model) if self.media else None
-        if self.media and self.vision_model is None:
+        media = [k for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)]
+        self.vision_model = vision_owner(model) if media else None
+        if media and self.vision_model is None:
             raise NotApplicable("the sample's media reach the model by another route than placeholder features "
                                 "(no get_image_features on the model or its base model): not split by this check")
-        if self.vision_model is not None:
-            self.media = {k: self.media[k] for k in _accepted(self.vision_model.get_image_features, self.media)}
-        self.max_len = ids.shape[1] + new_tokens
+        self.traced = self.prompt(inputs)
+        self.placeholders, self.media, self.text = self.traced.placeholders, self.traced.media, self.traced.text
+        self.max_len = max_len or ids.shape[1] + new_tokens
         self.programs: dict[str, torch.export.ExportedProgram] = {}
+        self._callables: dict[str, torch.nn.Module] = {}
+        self.logs: dict[str, ShapeLog] = {}
+        self.refused: dict[str, ContractViolation] = {}  # media parts exported static: why not dynamic
         self.export_seconds = 0.0
 
-    def prompt_ids(self) -> torch.Tensor:
-        return self.inputs["input_ids"].masked_fill(self.placeholders, 0)
-
-    def export(self) -> dict[str, torch.export.ExportedProgram]:
-        started = time.perf_counter()
-        embedding = EmbedPart(self.owner.get_input_embeddings())
-        decoder = DecoderPart(self.owner, self.max_len)
-        ids = self.prompt_ids()
+    def prompt(self, inputs: dict[str, Any]) -> Prompt:
+        """`inputs` (batch 1) as the parts take them."""
+        ids = inputs["input_ids"]
+        token = placeholder_id(self.config)
+        placeholders = (ids == token) if token is not None else torch.zeros_like(ids, dtype=torch.bool)
+        media = {k: v for k, v in inputs.items() if k not in TEXT_KEYS and isinstance(v, torch.Tensor)}
         if self.vision_model is not None:
-            self.programs["vision"] = export_part("vision", VisionPart(self.vision_model), kwargs=self.media)
-        self.programs["embed_prefill"] = export_part("embed_prefill", embedding, (ids,))
-        self.programs["embed_step"] = export_part("embed_step", embedding, (ids[:, -1:],))
+            media = {k: media[k] for k in _accepted(self.vision_model.get_image_features, media)}
+        text = {k: v for k, v in inputs.items() if k in TEXT_KEYS - {"input_ids"}}
+        text = {k: text[k] for k in _accepted(self.owner.forward, text)}
+        return Prompt(ids.masked_fill(placeholders, 0), placeholders, media, text)
+
+    def prompt_ids(self) -> torch.Tensor:
+        return self.traced.ids
+
+    def part_inputs(self):
+        """Each part's name and keyword inputs for the traced prompt, in export order; the decoder's step inputs
+        come from an eager prefill, run only once the parts before it are taken (exported)."""
+        embedding = EmbedPart(self.owner.get_input_embeddings())
+        ids = self.traced.ids
+        if self.vision_model is not None:
+            yield "vision", dict(self.traced.media)
+        yield "embed_prefill", {"input_ids": ids}
+        yield "embed_step", {"input_ids": ids[:, -1:]}
         with torch.no_grad():
             embeds = embedding(ids)
-        self.programs["prefill"] = export_part("prefill", decoder, (embeds,), dict(self.text))
+        yield "prefill", {"inputs_embeds": embeds, **self.traced.text}
         with torch.no_grad():
-            _, *state = decoder(embeds, **self.text)
-        self.programs["step"] = export_part("step", decoder, (embeds[:, -1:], state))
+            _, *state = DecoderPart(self.owner, self.max_len)(embeds, **self.traced.text)
+        yield "step", {"inputs_embeds": embeds[:, -1:], "cache_tensors": state}
+
+    def modules(self) -> dict[str, torch.nn.Module]:
+        embedding = EmbedPart(self.owner.get_input_embeddings())
+        modules = {"vision": VisionPart(self.vision_model)} if self.vision_model is not None else {}
+        modules.update(embed_prefill=embedding, embed_step=embedding, prefill=DecoderPart(self.owner, self.max_len),
+                       step=DecoderPart(self.owner, self.max_len))
+        return modules
+
+    def export(self, shapes: dict[str, dict] | None = None) -> dict[str, torch.export.ExportedProgram]:
+        """Export every part once; `shapes` maps a part to the ``dynamic_shapes`` of its inputs (absent: static).
+
+        A media part whose dynamic export fails is exported static, the failure kept in `refused` (the image
+        requests it cannot serve say so); any other part's failure is raised.
+        """
+        started = time.perf_counter()
+        modules = self.modules()
+        for name, kwargs in self.part_inputs():
+            self.logs[name] = ShapeLog()
+            shape = (shapes or {}).get(name)
+            try:
+                self.programs[name] = export_part(name, modules[name], kwargs, shape, self.logs[name])
+            except ContractViolation as exc:
+                if name not in MEDIA_PARTS or not shape:
+                    raise
+                self.refused[name] = exc
+                self.programs[name] = export_part(name, modules[name], kwargs)
         self.export_seconds = time.perf_counter() - started
         return self.programs
 
-    def prefill_embeds(self, run) -> torch.Tensor:
+    def prefill_embeds(self, run, prompt: Prompt | None = None) -> torch.Tensor:
         """The prompt embeddings with the image features scattered into the placeholders."""
-        embeds = run("embed_prefill", self.prompt_ids())
+        prompt = prompt or self.traced
+        embeds = run("embed_prefill", input_ids=prompt.ids)
         if self.vision_model is not None:
-            features = run("vision", **self.media).to(embeds.dtype)
-            wanted = int(self.placeholders.sum()) * embeds.shape[-1]
-            if features.numel() != wanted:
-                raise ContractViolation(
-                    f"vision part gives {tuple(features.shape)} features for {int(self.placeholders.sum())} placeholders")
-            embeds = embeds.masked_scatter(self.placeholders.unsqueeze(-1), features)
+            features = run("vision", **prompt.media).to(embeds.dtype)
+            count = int(prompt.placeholders.sum())
+            if features.numel() != count * embeds.shape[-1]:
+                raise ContractViolation(f"vision part gives {tuple(features.shape)} features for {count} placeholders")
+            embeds = embeds.masked_scatter(prompt.placeholders.unsqueeze(-1), features)
         return embeds
 
-    def generate(self, run=None) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    def generate(self, run=None, prompt: Prompt | None = None) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """(new tokens [1, new_tokens], the logits of every step, prefill first) greedily from the programs
-        (or `run`)."""
+        (or `run(name, **inputs)`) for `prompt` (the traced one by default)."""
         run = run or self.run_program
+        prompt = prompt or self.traced
         with torch.no_grad():
-            logits, *state = run("prefill", self.prefill_embeds(run), **self.text)
-            steps = [logits]
+            logits, *state = run("prefill", inputs_embeds=self.prefill_embeds(run, prompt), **prompt.text)
+            steps = [logits.float()]
             tokens = [logits.argmax(-1, keepdim=True)]
             for _ in range(self.new_tokens - 1):
-                logits = run("step", run("embed_step", tokens[-1]), list(state))
-                steps.append(logits)
-                tokens.append(logits.argmax(-1, keepdim=True))
+                out = run("step", inputs_embeds=run("embed_step", input_ids=tokens[-1]), cache_tensors=list(state))
+                if isinstance(out, (list, tuple)):  # a functional step returns the updated cache after its logits
+                    out, *state = out
+                steps.append(out.float())
+                tokens.append(out.argmax(-1, keepdim=True))
         return torch.cat(tokens, dim=1), steps
 
     def run_program(self, name: str, *args, **kwargs):
-        return self.programs[name].module()(*args, **kwargs)
+        named = dict(zip(PART_INPUTS.get(name, ()), args), **kwargs)
+        if name not in self._callables:
+            self._callables[name] = self.programs[name].module()
+        return self._callables[name](**named)

@@ -41,6 +41,7 @@ import torch
 
 from conformance.checks.common import export as _export
 from conformance.checks.common.compare import logits_of
+from conformance.checks.common.generation import NamedInputs
 from conformance.checks.common.outcome import ContractViolation
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
@@ -89,22 +90,25 @@ def leaf_feed(kwargs: dict[str, Any]) -> dict[str, torch.Tensor]:
 
 
 def export_onnx_file(module: torch.nn.Module, kwargs: dict[str, Any], path: str, metrics: dict,
-                     stage: str = "export", keep: dict | None = None) -> dict[str, torch.Tensor]:
+                     stage: str = "export", keep: dict | None = None, shapes: dict | None = None,
+                     log: Any = None) -> dict[str, torch.Tensor]:
     """Export `module(**kwargs)` to `path`; the feed (input name -> tensor) the graph was traced with.
 
     `keep`, when given, receives the torch.export program handed to the ONNX translation (``program``)
     and the keyword inputs it takes (``kwargs``), to tell the exporter's error from ONNX Runtime's.
+    `shapes` are the ``dynamic_shapes`` of the inputs by name (None: a static graph); `log`, a
+    `ShapeLog`, records what the shape environment decided while tracing.
     """
     exporter = exporter_name()
     metrics.setdefault("exporter", exporter)
     programs: list = []
     sample = dict(kwargs)
     try:
-        with torch.no_grad(), _capturing_programs(programs):
+        with (log if log is not None else contextlib.nullcontext()), torch.no_grad(), _capturing_programs(programs):
             if exporter == TRANSFORMERS_EXPORTER:
-                feed = _export_transformers(module, sample, path)
+                feed = _export_transformers(module, sample, path, shapes)
             else:
-                feed = _export_torch(module, sample, path)
+                feed = _export_torch(module, sample, path, shapes)
     except ContractViolation:
         raise
     except Exception as exc:
@@ -175,22 +179,28 @@ def _capturing_programs(programs: list):
         torch.onnx.export = original
 
 
-def _export_torch(module, kwargs, path) -> dict[str, torch.Tensor]:
+def _export_torch(module, kwargs, path, shapes=None) -> dict[str, torch.Tensor]:
     """torch.export (non-strict, as torch.onnx.export tries first), then torch.onnx.export of the program."""
     feed = leaf_feed(kwargs)
     module.eval()
-    program = torch.export.export(module, (), kwargs=dict(kwargs), strict=False)
+    if shapes:
+        module = NamedInputs(module, list(kwargs))
+        program = torch.export.export(module, (), kwargs=dict(kwargs), strict=False,
+                                      dynamic_shapes={k: shapes.get(k) for k in kwargs})
+    else:
+        program = torch.export.export(module, (), kwargs=dict(kwargs), strict=False)
     onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
                                      external_data=True, optimize=True, verbose=False)
     onnx_program.save(path, external_data=True)
     return feed
 
 
-def _export_transformers(module, kwargs, path) -> dict[str, torch.Tensor]:
+def _export_transformers(module, kwargs, path, shapes=None) -> dict[str, torch.Tensor]:
     from transformers.exporters import OnnxConfig, OnnxExporter
 
     # The exporter adds the inputs it precomputes (rope positions, cu_seqlens, ...) to `kwargs` in place.
-    exported = OnnxExporter().export(module, kwargs, OnnxConfig())
+    config = OnnxConfig(dynamic_shapes={k: shapes.get(k) for k in kwargs}) if shapes else OnnxConfig()
+    exported = OnnxExporter().export(module, kwargs, config)
     OnnxExporter.save_program(exported.program, path)
     return leaf_feed(kwargs)
 

@@ -1,0 +1,195 @@
+"""The generation columns on planted models whose deployment answer is known: one set of artifacts, two requests.
+
+A tiny decoder that serves any prompt length passes with the sample's prompt and a longer one. One whose decode
+step keeps a Python int of the prompt it saw (the prompt length, as a model keeps state between prefill and
+decode) fails with a `specialisation` fingerprint naming the prompt's dimension in part step. A tiny vision model
+whose encoder branches on the image width serves other prompt lengths but not wider images, and says so per
+request. Each column runs where its packages are installed (ONNX Runtime, ExecuTorch).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Callable
+
+import pytest
+import torch
+
+from conformance.build.case import Case
+from conformance.build.samples import Sample
+from conformance.build.variants import Variant, Variants, longer
+from conformance.checks.common import onnx as _onnx
+from conformance.checks.common.outcome import run_check
+from conformance.checks.common.registry import load_all
+
+pytestmark = pytest.mark.meta
+
+load_all()
+VOCAB, PLACEHOLDER, PATCH = 64, 63, 4
+
+
+def _installed(*names: str) -> bool:
+    return all(importlib.util.find_spec(n) is not None for n in names)
+
+
+COLUMNS = [
+    pytest.param("export_generate"),
+    pytest.param("onnx_generate", marks=pytest.mark.skipif(not _installed(*_onnx.PACKAGES),
+                                                            reason="the [onnx] extra is not installed")),
+    pytest.param("executorch", marks=pytest.mark.skipif(not _installed("executorch", "torchao"),
+                                                         reason="the [executorch] extra is not installed")),
+]
+
+
+def _config(**extra):
+    from transformers import LlamaConfig
+
+    return LlamaConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                       num_key_value_heads=2, vocab_size=VOCAB, max_position_embeddings=64, **extra)
+
+
+def _lm(cls=None):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return (cls or LlamaForCausalLM)(_config()).eval()
+
+
+def _baking_class():
+    from transformers import LlamaForCausalLM
+
+    class KeepsPromptLength(LlamaForCausalLM):
+        """Decodes at positions offset by a Python int of the prompt it saw (eager is right for every prompt)."""
+
+        def forward(self, input_ids=None, inputs_embeds=None, position_ids=None, **kwargs):
+            length = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+            cache = kwargs.get("cache", kwargs.get("past_key_values"))  # transformers 5 / 4
+            if length > 1 and type(length) is int:  # an eager prefill: keep the prompt's length
+                self.prompt_length = length
+            elif length == 1:
+                position_ids = (torch.as_tensor(cache.get_seq_length()) + self.prompt_length % 3).view(1, 1)  # baked
+            return super().forward(input_ids=input_ids, inputs_embeds=inputs_embeds, position_ids=position_ids,
+                                   **kwargs)
+
+    return KeepsPromptLength
+
+
+def _vision_class():
+    from transformers import LlamaForCausalLM
+
+    class WidthBranch(LlamaForCausalLM):
+        """Image patches -> placeholder features; the encoder branches on the traced image width."""
+
+        def __init__(self, config):
+            super().__init__(config)
+            self.patches = torch.nn.Linear(3 * PATCH * PATCH, config.hidden_size)
+
+        def get_image_features(self, pixel_values):
+            batch, channels, height, width = pixel_values.shape
+            patches = pixel_values.unfold(2, PATCH, PATCH).unfold(3, PATCH, PATCH)
+            patches = patches.permute(0, 2, 3, 1, 4, 5).reshape(batch, -1, channels * PATCH * PATCH)
+            features = self.patches(patches)
+            if width == 8:  # specialises the image width
+                features = features * 2
+            return features.reshape(-1, features.shape[-1])
+
+        def forward(self, input_ids=None, pixel_values=None, inputs_embeds=None, **kwargs):
+            if inputs_embeds is None:
+                holders = input_ids == PLACEHOLDER
+                inputs_embeds = self.get_input_embeddings()(input_ids.masked_fill(holders, 0))
+                if pixel_values is not None and bool(holders.any()):
+                    features = self.get_image_features(pixel_values).to(inputs_embeds.dtype)
+                    inputs_embeds = inputs_embeds.masked_scatter(holders.unsqueeze(-1), features)
+            return super().forward(inputs_embeds=inputs_embeds, **kwargs)
+
+    return WidthBranch
+
+
+@dataclass
+class PlantedCase(Case):
+    factory: Callable[[], torch.nn.Module] | None = None
+
+    def fresh_model(self) -> torch.nn.Module:
+        torch.manual_seed(self.seed)
+        return self.factory().eval()
+
+
+def _text_case(factory) -> PlantedCase:
+    config = _config()
+    sample = Sample(inputs={"input_ids": torch.tensor([[0, 0, 3, 14, 15, 9], [9, 26, 5, 35, 8, 11]]),
+                            "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])},
+                    strategy="planted")
+    variants = Variants(available={"longer": Variant("longer", longer(sample, config, {}), "5 text tokens more")})
+    return PlantedCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
+                       _variants=variants)
+
+
+def _image_sample(width: int) -> Sample:
+    count = (8 // PATCH) * (width // PATCH)
+    ids = torch.tensor([[5, 6] + [PLACEHOLDER] * count + [7, 8, 9, 10]] * 2)
+    gen = torch.Generator().manual_seed(width)
+    return Sample(inputs={"input_ids": ids, "attention_mask": torch.ones_like(ids),
+                          "pixel_values": torch.randn(2, 3, 8, width, generator=gen)},
+                  strategy="planted", media_keys=("pixel_values",))
+
+
+def _image_case() -> PlantedCase:
+    config = _config(image_token_id=PLACEHOLDER)
+    cls = _vision_class()
+    sample = _image_sample(8)
+    variants = Variants(available={
+        "longer": Variant("longer", longer(sample, config, {}), "5 text tokens more"),
+        "image_size": Variant("image_size", _image_sample(16), "images twice as wide")})
+
+    def factory():
+        torch.manual_seed(0)
+        return cls(_config(image_token_id=PLACEHOLDER)).eval()
+
+    return PlantedCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
+                       _variants=variants)
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    torch.set_num_threads(1)
+    monkeypatch.setenv(_onnx.EXPORTER_ENV, "torch")
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+def test_a_model_that_serves_any_prompt_length_passes_with_two_requests(column):
+    outcome = run_check(column, _text_case(_lm))
+    assert outcome.verdict == "pass", outcome.reason
+    assert outcome.metrics["requests"] == {"traced": "pass", "longer": "pass"}
+    assert outcome.metrics["served"] == ["traced", "longer"]
+    assert outcome.metrics["max_len"] == 11 + outcome.metrics["new_tokens"]  # one cache for both requests
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+def test_a_decode_step_that_bakes_the_prompt_length_fails_with_a_specialisation_naming_it(column):
+    cls = _baking_class()
+    outcome = run_check(column, _text_case(lambda: _lm(cls)))
+    assert outcome.verdict == "fail", outcome.reason
+    assert outcome.metrics["requests"]["traced"] == "pass"
+    assert outcome.metrics["static_export"] == "pass"  # the single-prompt success stays visible
+    assert outcome.reason.startswith("served traced, not longer (5 text tokens more): part step bakes")
+    fingerprint = outcome.fingerprint
+    assert fingerprint.kind == "specialisation"
+    assert fingerprint.what == "input_ids dim 1 in part step"
+    assert fingerprint.where.endswith("test_generation_requests:_baking_class.<locals>.KeepsPromptLength.forward")
+    assert "test_generation_requests.py:" in outcome.reason  # the line that bakes it
+
+
+@pytest.mark.parametrize("column", COLUMNS)
+def test_a_model_that_serves_only_the_traced_image_size_says_so_per_request(column):
+    outcome = run_check(column, _image_case())
+    assert outcome.verdict == "fail", outcome.reason
+    requests = outcome.metrics["requests"]
+    assert requests["traced"] == requests["longer"] == "pass"
+    assert requests["image_size"].startswith("part vision: pixel_values dim 3 specialised to 8 by Eq(")
+    assert outcome.metrics["served"] == ["traced", "longer"]
+    assert outcome.reason.startswith("served traced, longer, not image_size (images twice as wide)")
+    assert outcome.fingerprint.kind == "specialisation"
+    assert outcome.fingerprint.what == "pixel_values dim 3"
+    assert "WidthBranch.get_image_features" in outcome.fingerprint.where

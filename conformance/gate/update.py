@@ -13,7 +13,9 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   with the run's fingerprint; cells that passed or were skipped are removed;
   cells the run did not cover are kept as they were;
 * reasons and links already written for a cell are kept (people edit them);
-  new cells get the run's one-line reason;
+  new cells get the run's one-line reason, and so does a listed cell whose
+  failure changed (the run's fingerprint differs from the listed one: the
+  kept reason would describe the old failure);
 * entries are sorted by model then check, and the file is written
   atomically. A published matrix that merged another backend's columns
   (`compile_prefill@inductor`) is refused: each backend's run updates its own file. An unusable run file raises ExpectationsError (one line).
@@ -107,8 +109,9 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
                 fingerprint = Fingerprint.from_data(cell["fingerprint"]) if cell.get("fingerprint") else None
             except FingerprintError as exc:
                 raise ExpectationsError(f"{run_path}: cell {model} / {check_id}: fingerprint: {exc}") from None
-            reason = old.reason if old is not None else (" ".join(str(cell.get("reason", "")).split())
-                                                         or f"{raw} (no reason recorded)")
+            changed = old is not None and None not in (old.fingerprint, fingerprint) and old.fingerprint != fingerprint
+            reason = old.reason if old is not None and not changed else (" ".join(str(cell.get("reason", "")).split())
+                                                                         or f"{raw} (no reason recorded)")
             updated[key] = Expectation(model, check_id, raw, reason, old.link if old else "", fingerprint,
                                        old.conditions if old else {})
     write_text_atomic(file.path, dumps(ExpectationsFile(file.path, file.conditions, updated)))

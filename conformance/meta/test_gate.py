@@ -157,6 +157,24 @@ def test_update_keeps_reasons_adds_new_removes_passing(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["5.24.toml", "run.json"]  # no temporary left
 
 
+def test_update_takes_the_runs_reason_where_the_failure_changed(tmp_path):
+    """A listed reason describes the listed failure: where the run's fingerprint differs, the run's reason replaces
+    it (the link is kept); where it is the same, the person's reason stays."""
+    file = tmp_path / "5.24.toml"
+    other = {"kind": "data_dependent_guard", "error": "UserError", "where": "m:experts"}
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
+        ("A", "build"): gate.Expectation("A", "build", "fail", "old failure", "https://x/1", Fingerprint.from_data(FP)),
+        ("A", "static_cache"): gate.Expectation("A", "static_cache", "fail", "edited by hand", "",
+                                                Fingerprint.from_data(FP))})))
+    run = write_run(tmp_path / "run.json", {"A": {
+        "build": cell("fail", "the new failure", fingerprint=other, observed="fail"),
+        "static_cache": cell("xfail", "the run's words", fingerprint=FP, observed="fail")}})
+    found = gate.read(update_expectations(run, file)).cells
+    assert {k: (e.reason, e.link, e.fingerprint) for k, e in found.items()} == {
+        ("A", "build"): ("the new failure", "https://x/1", Fingerprint.from_data(other)),
+        ("A", "static_cache"): ("edited by hand", "", Fingerprint.from_data(FP))}
+
+
 def test_update_records_the_raw_verdict_behind_the_gate(tmp_path):
     run = write_run(tmp_path / "run.json", {"A": {
         "build": cell("xfail", "r", fingerprint={"kind": "timeout"}, observed="timeout"),

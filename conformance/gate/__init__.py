@@ -1,1 +1,1 @@
-"""Stage 5, gate: known failures as data (the ratchet) and which classes a transformers change can affect."""
+"""Stage 5, gate: known failures as data (the ratchet), a change judged against them and against its merge base."""

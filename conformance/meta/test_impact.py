@@ -1,4 +1,4 @@
-"""Meta tests of conformance.gate.impact: the import graph, selection rules, `git diff` input.
+"""Meta tests of conformance.select.impact: the import graph, selection rules, `git diff` input.
 
 Most tests run on a synthetic transformers tree in a tmp dir; a few run on
 the installed transformers (one discovery and one graph build per process).
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.gate import code_graph, impact
+from conformance.select import code_graph, impact
 
 pytestmark = pytest.mark.meta
 

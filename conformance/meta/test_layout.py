@@ -2,8 +2,10 @@
 
 Stages, in order (docs/design.md): the shared nouns at the package top
 (fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> build -> checks ->
-report -> gate -> run -> tools. A module may import its own stage and any
-earlier one, at module level or inside a function; never a later one.
+report -> select -> gate -> run -> tools. A module may import its own stage and any
+earlier one, at module level or inside a function; never a later one. (select, the classes a run
+checks, comes before the run and owes the gate nothing; it follows report only for the atomic writer
+its parse cache uses.)
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
-STAGES = ("nouns", "discover", "build", "checks", "report", "gate", "run", "tools")
+STAGES = ("nouns", "discover", "build", "checks", "report", "select", "gate", "run", "tools")
 NOUNS = ("conformance", "conformance.fingerprints", "conformance.locations", "conformance.reasons",
          "conformance.tolerances", "conformance.verdicts", "conformance.versions")
 

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.gate import impact
+from conformance.select import impact
 from conformance.meta.fake_cases import fake_project
 from conformance.meta.test_plugin import assert_usage_error
 from conformance.run import isolation, options

@@ -11,7 +11,7 @@ Every other function either returns the resolved value or raises
 class names selected by --models (globs over names and aliases) and the
 impact options (--changed-files, --since), with the changed files it
 resolved. Every --changed-files path must name a file of the transformers
-being gated (`gate.impact.resolve_changed`: ``src/transformers/PATH``,
+being gated (`select.impact.resolve_changed`: ``src/transformers/PATH``,
 ``transformers/PATH``, ``PATH`` relative to the installed package, or a file
 of its checkout outside the package); one that names none is a
 `UsageError`, never a selection of nothing. An impact selection of no class
@@ -234,7 +234,7 @@ def check_writable(out: Path) -> None:
 @dataclass
 class Selection:
     """The classes a run checks and why: `classes` (sorted) from the --models `patterns` and, where an impact
-    option was given (`impact`), the changed `files` (`gate.impact.ChangedFile`) and the --since `ref`."""
+    option was given (`impact`), the changed `files` (`select.impact.ChangedFile`) and the --since `ref`."""
 
     classes: list[str]
     patterns: list[str] = field(default_factory=list)
@@ -285,7 +285,7 @@ def resolve_selection(config, source) -> Selection:
     since = config.getoption("since")
     if not (changed or since):
         return Selection(names, patterns)
-    from conformance.gate import impact
+    from conformance.select import impact
 
     repo = config.getoption("transformers_repo")
     try:

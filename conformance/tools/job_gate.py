@@ -146,7 +146,7 @@ def base_cache_key(joblist: dict, commit: str) -> str:
 
 
 def base_cache_dir(root: Path) -> Path:
-    from conformance.gate.code_graph_cache import cache_dir
+    from conformance.select.code_graph_cache import cache_dir
 
     return (cache_dir() or root / GATE_OUT_DIR) / "gate-base"
 

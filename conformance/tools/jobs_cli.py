@@ -237,7 +237,7 @@ def gate_request(args, pytest_args: list[str]):
     if selection.nothing_to_check:
         print(selection.nothing_to_check)
         return None
-    from conformance.gate import impact
+    from conformance.select import impact
 
     repo = impact.checkout_of(args.transformers_repo)
     base = ""

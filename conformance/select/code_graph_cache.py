@@ -24,7 +24,7 @@ import json
 import os
 from pathlib import Path
 
-from conformance.gate import code_graph
+from conformance.select import code_graph
 from conformance.report.io import write_text_atomic
 
 _DISABLED = ""

@@ -56,8 +56,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-from conformance.gate.code_graph import WHOLE_FILE, SymbolGraph, touched_definitions
-from conformance.gate.code_graph_cache import ParseCache
+from conformance.select.code_graph import WHOLE_FILE, SymbolGraph, touched_definitions
+from conformance.select.code_graph_cache import ParseCache
 
 # Shared files and folders (relative to the transformers package): a change
 # to any of them selects every class.

@@ -37,8 +37,8 @@ line), as an optional column whose extra is missing (`MissingDependency`).
 `RowVerdict` is what the build stage raises to decide a whole row without a
 case: `ModelFailure` (every cell ``fail``) and `NotStandalone` (every cell
 ``skip``, see `conformance.discover.not_standalone`; its ``build`` cell says
-whether the class can be built at all). The run (`conformance.run.cells`) and
-`explain` turn it into each cell's outcome with `RowVerdict.cell(check_id)`.
+whether the class can be built at all). A cell's life (`conformance.run.cell_life`, the run's and
+`explain`'s) turns it into each cell's outcome with `RowVerdict.cell(check_id)`.
 """
 
 from __future__ import annotations

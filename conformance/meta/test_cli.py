@@ -1,4 +1,8 @@
-"""Meta tests of the `conformance` command: every subcommand and every bad input, fast (no model is built)."""
+"""Meta tests of the `conformance` command: every subcommand and every bad input, fast (no model is built).
+
+`explain` reads the real expectations files, as a run does; one cell is also run by the real plugin (pytester,
+no model built either) to show that explain's verdict is the matrix cell's.
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from conformance.report import io, page, render
 from conformance.tools import cli, explain
 
 pytestmark = pytest.mark.meta
+pytest_plugins = ["pytester"]
 
 ALPHA, BETA, GAMMA = (f"{n}ForConditionalGeneration" for n in ("Alpha", "Beta", "Gamma"))
 README = f"# project\n\ntext before\n\n{render.START_MARKER}\n{render.END_MARKER}\n\ntext after\n"
@@ -302,7 +307,6 @@ def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
     monkeypatch.setitem(registry.CHECKS, "compile_prefill",
                         dataclasses.replace(registry.get("compile_prefill"), run=failing_check))
     monkeypatch.setattr(conformance.build.case, "build_case", lambda *args: types.SimpleNamespace(seed=0))
-    monkeypatch.setattr(explain, "_expectation", lambda *args: (None, ""))
     code, out, _ = run(capsys, "explain", ALPHA, "compile_prefill", "--device", "cpu")
     assert code == 1
     assert f"== {ALPHA} / compile_prefill on cpu, float32, backend eager" in out
@@ -321,7 +325,6 @@ def test_explain_build_error_is_reported_not_raised(capsys, monkeypatch):
 
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
     monkeypatch.setattr(conformance.build.case, "build_case", no_config)
-    monkeypatch.setattr(explain, "_expectation", lambda *args: (None, ""))
     code, out, _ = run(capsys, "explain", ALPHA, "build", "--device", "cpu")
     assert code == 1 and "verdict: error" in out and "KeyError: 'vision_config'" in out and "in no_config" in out
 
@@ -337,11 +340,64 @@ def test_explain_reports_a_row_the_build_stage_decided_like_the_plugin(capsys, m
 
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
     monkeypatch.setattr(conformance.build.case, "build_case", part)
-    monkeypatch.setattr(explain, "_expectation", lambda *args: (None, ""))
     code, out, _ = run(capsys, "explain", ALPHA, check_id, "--device", "cpu")
     assert f"verdict: {verdict}" in out and code == (1 if verdict == "fail" else 0)
     reason = "default config bug" if check_id == "build" else "not a standalone model: a part"
     assert f"reason: {reason}" in out
+
+
+FAST_VLM = "FastVlmForConditionalGeneration"
+MATRIX = "from conformance.run.cells import matrix_tests\n\nglobals().update(matrix_tests())\n"
+PLUGIN_CONFTEST = ('pytest_plugins = ["conformance.run.plugin"]\n\n\ndef pytest_conformance_case_source(config):\n'
+                   '    return None  # the installed transformers\' classes\n')
+
+
+@pytest.fixture
+def timm_missing(monkeypatch):
+    """Building any class fails as FastVlm's build did when its cells were listed (fixtures/expectations): with
+    transformers' own missing-timm ImportError, raised where the build stage does not tell it (`build_case` is
+    replaced, `missing_dependency` never sees it), timm installed or not."""
+    import conformance.build.case
+    from transformers.utils import import_utils
+
+    class TimmWrapperModel:
+        pass
+
+    def build_case(*args):
+        import_utils.requires_backends(TimmWrapperModel, ["timm"])
+
+    monkeypatch.setitem(import_utils.BACKENDS_MAPPING, "timm", (lambda: False, import_utils.TIMM_IMPORT_ERROR))
+    monkeypatch.setattr(conformance.build.case, "build_case", build_case)
+
+
+def test_explain_of_a_listed_build_error_agrees_with_the_matrix(capsys, pytester, timm_missing):
+    """A build error listed with its fingerprint (FastVlm's, under the inductor conditions): explain gives the
+    matrix cell's verdict and fingerprint (xfail where this transformers lists it), not an unlisted error."""
+    import torch._dynamo
+
+    from conformance.fingerprints import Fingerprint
+    from conformance.gate import expectations as gate
+
+    torch._dynamo.list_backends(exclude_tags=())  # imported before the snapshot: pytester drops what a run imports
+    conditions = gate.run_conditions("cpu", "float32", "inductor", torch.__version__)
+    listed = gate.load(run=conditions).get((FAST_VLM, "compile_prefill"))
+    code, out, _ = run(capsys, "explain", FAST_VLM, "compile_prefill", "--device", "cpu", "--backend", "inductor")
+
+    pytester.makeconftest(PLUGIN_CONFTEST)
+    pytester.makepyfile(test_matrix=MATRIX)
+    matrix_out = pytester.path / "matrix.json"
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--models", FAST_VLM,
+                                 "--checks", "compile_prefill", "--device", "cpu", "--backend", "inductor",
+                                 "--matrix-out", str(matrix_out))
+    cell = json.loads(matrix_out.read_text())["models"][FAST_VLM]["cells"]["compile_prefill"]
+
+    assert cell["verdict"] == ("xfail" if listed is not None else "error")
+    raw = f" (raw: {cell['observed']})" if cell.get("observed") else ""
+    assert f"verdict: {cell['verdict']}{raw}\n" in out and code == 1
+    assert f"fingerprint: {Fingerprint.from_data(cell['fingerprint']).summary()}\n" in out
+    assert f"reason: {cell['reason']}\n" in out
+    if listed is not None:
+        assert listed.fingerprint.summary() in out and f"expectation: error: {listed.reason}" in out
 
 
 def test_reproducer_points_at_the_test_of_the_check():

@@ -10,30 +10,28 @@ Contracts:
 * Every test that takes `model_name` is parametrized over the run's
   selected classes (ids = class names), grouped per class
   (``xdist_group``), so that one worker builds each tiny model once.
-* `model_case` is the built case of the class; a build failure is the
-  cell's `error` (a build past the time limit its `timeout`); a row the
-  build stage decided (`RowVerdict`: the model's own code fails, or the
-  class is not a standalone model) is the cell's `fail` or `skip` with the
-  reason; a class that needs a package not installed here has no cell (not
-  run: the envelope's row says why).
+* A cell's life is `cell_life.live`, in two halves: `model_case` is the
+  built case of the class (pytest's setup); a build failure is the cell's
+  `error` (a build past the time limit its `timeout`); a row the build stage
+  decided (`RowVerdict`: the model's own code fails, or the class is not a
+  standalone model) is the cell's `fail` or `skip` with the reason; a class
+  that needs a package not installed here has no cell (not run: the
+  envelope's row says why).
 * `run_cell(check_id, case, request)` runs the check, applies the
-  expectations and ends the test with the gated verdict (`finish`).
+  expectations and ends the test with the gated verdict (`finish`: the
+  record kept in the process's part file, the pytest outcome).
 * `check_of(item)`, `cell_of(item)`, `model_of(item)`: the one reader of
   an item's check id and class.
 """
 
 from __future__ import annotations
 
-import gc
-
 import pytest
 
-from conformance.build.case import BUILD_FAILED, Case
-from conformance.build.model_failure import MissingDependency, RowVerdict
-from conformance.checks.common.outcome import Outcome, run_check
+from conformance.build.case import Case
 from conformance.checks.common.registry import load_all
 from conformance.run import isolation
-from conformance.run.session import BuildError, BuildTimedOut, session_of
+from conformance.run.session import session_of
 
 CELL_KEY = pytest.StashKey[dict]()  # the cell's record; {} for a cell that is not run (no record, by design)
 DEADLINE_KEY = pytest.StashKey[object]()
@@ -97,43 +95,37 @@ def deadline_of(node):
 
 @pytest.fixture
 def model_case(request, model_name) -> Case:
-    """The built case of the parametrized class; a build failure is the cell's `error`, a row the build
-    stage decided is the cell's `fail` or `skip` (`RowVerdict.cell`)."""
+    """The built case of the parametrized class (the first half of the cell's life, `cell_life.live`); a case
+    that could not be had ends the cell here: its `error`, `timeout`, or the row's `fail` or `skip`."""
     session = session_of(request.config)
-    check_id = check_of(request.node)
-    deadline = deadline_of(request.node)
-    try:
-        with deadline.interruptible():
-            return session.case_for(model_name)
-    except (isolation.CellTimeout, BuildTimedOut) as exc:
-        outcome = Outcome("timeout", str(exc) if isinstance(exc, BuildTimedOut) else
-                          f"building the tiny model and inputs {deadline.reason()}",
-                          {"seconds": round(deadline.elapsed, 3)})
-    except BuildError as exc:
-        outcome = Outcome("error", f"{BUILD_FAILED}: {exc}", fingerprint=exc.fingerprint)
-    except RowVerdict as exc:
-        outcome = Outcome(*exc.cell(check_id), fingerprint=exc.fingerprint(check_id))
-    except MissingDependency as exc:  # not run here: no cell, the row says why
-        session.record_not_run(model_name, str(exc))
+    cell = session.live(request.node.nodeid, model_name, check_of(request.node),
+                        deadline=deadline_of(request.node), stop_when_built=True)
+    if cell.not_run:  # not run here: no cell, the row says why
+        session.record_not_run(model_name, cell.not_run)
         request.node.stash[CELL_KEY] = {}
-        pytest.skip(f"not run: {exc}")
-    finish(request.node, model_name, check_id, outcome, session)
+        pytest.skip(f"not run: {cell.not_run}")
+    if cell.outcome is None:
+        return cell.case
+    finish(request.node, cell, session)
 
 
-def finish(node, model: str, check_id: str, outcome: Outcome, session, case=None):
-    """Apply the gate to a raw outcome, record the cell, and end the test accordingly."""
-    deadline_of(node).stop()  # the cell has its verdict: what pytest does next is not the cell's time
-    tiny = None
-    if case is not None and check_id == "build":
-        tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
-                "strategy": case.sample.strategy}
-    record = node.stash[CELL_KEY] = session.record(node.nodeid, model, check_id, outcome, tiny)
+def run_cell(check_id: str, case: Case, request) -> None:
+    """Run `check_id` on `case` (the rest of the cell's life, `cell_life.live`) and end the test with the gated
+    verdict."""
+    session = session_of(request.config)
+    cell = session.live(request.node.nodeid, case.info.name, check_id, case=case, deadline=deadline_of(request.node))
+    finish(request.node, cell, session)
+
+
+def finish(node, cell, session) -> None:
+    """Keep the record of a cell `cell_life` ended and end the test accordingly."""
+    record = node.stash[CELL_KEY] = session.keep(cell)
+    model, check_id, outcome, expectation = cell.model, cell.check, cell.outcome, cell.expectation
     verdict, note = record["verdict"], record.get("gate", "")
     if verdict == "pass":
         return
     if verdict == "skip":
         pytest.skip(outcome.reason)
-    expectation = session.expectations.get((model, check_id))
     if verdict == "xfail":
         pytest.xfail(f"{expectation.reason} | observed: {outcome.reason}")
     if verdict == "xpass":
@@ -141,23 +133,3 @@ def finish(node, model: str, check_id: str, outcome: Outcome, session, case=None
                     f"(in {', '.join(s['file'] for s in session.expectations_applied())})", pytrace=False)
     prefix = f"{note} | observed: " if note else ""
     pytest.fail(f"{verdict.upper()} {model} / {check_id}: {prefix}{outcome.reason}", pytrace=False)
-
-
-def run_cell(check_id: str, case: Case, request) -> None:
-    """Run `check_id` on `case` and end the test with the gated verdict."""
-    import torch
-
-    session = session_of(request.config)
-    deadline = deadline_of(request.node)
-    outcome = None
-    try:
-        with deadline.interruptible():
-            outcome = run_check(check_id, case)
-    except isolation.CellTimeout:
-        pass
-    if deadline.fired or outcome is None:
-        # Whatever came out of the check (torch may wrap the interrupt), it was stopped by the limit.
-        outcome = Outcome("timeout", deadline.reason(), {"seconds": round(deadline.elapsed, 3)})
-        torch._dynamo.reset()
-        gc.collect()
-    finish(request.node, case.info.name, check_id, outcome, session, case)

@@ -7,13 +7,15 @@ written; `not_run` is then the checks the run would include but that
 cannot run here (their required packages are missing: id -> why; naming
 one in --checks is a UsageError instead) and, without --checks, the opt-in
 columns (`registry.opt_in_reason`); `case_for(name)` builds a class's `Case` once per process (the
-previous one freed), raising `BuildError` (or `BuildTimedOut`) when the tiny
+previous one freed), raising `cell_life.BuildError` (or `BuildTimedOut`) when the tiny
 model or its inputs cannot be made, the build stage's `RowVerdict` when it
 decided the whole row (a model failure, a class that is not standalone),
 `MissingDependency` when the class needs a package not installed here (its
 cells are not run: `record_not_run`, a row with the reason and no cells), and
-failing at once a class whose build ended an earlier process; `write(...)` appends a cell's record to this
-process's part file; `write_envelope()` merges every part file into the
+failing at once a class whose build ended an earlier process; `live(...)` is
+`cell_life.live` with this process's case source, expectations and name;
+`keep(cell)` appends a cell's record to this process's part file, `record(...)`
+judges an outcome the harness decided (`guard`) and keeps it; `write_envelope()` merges every part file into the
 envelope at ``--matrix-out``, its environment with the run's command
 (`run_environment`: paths as names anyone can resolve, `report.provenance`):
 with an impact option it records the selection (`environment.selection`: the
@@ -34,37 +36,15 @@ from conformance.build.case import Case, TransformersCases
 from conformance.build.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome
 from conformance.checks.common.registry import check_ids, describe, opt_in_reason, unavailable
-from conformance.fingerprints import Fingerprint, mask, of_exception
 from conformance.gate.expectations import run_conditions
-from conformance.gate.ratchet import judge
-from conformance.reasons import one_line
 from conformance.report import envelope as report
 from conformance.report import io, provenance
-from conformance.run import isolation, options, shards
-from conformance.run.records import PartsDir, make_record, peak_memory
-from conformance.verdicts import FAILING
+from conformance.run import cell_life, isolation, options, shards
+from conformance.run.cell_life import BuildError, BuildTimedOut, Cell, build_failure
+from conformance.run.records import PartsDir, peak_memory
 
 SESSION_KEY = pytest.StashKey["Session"]()
 SELECTED_KEY = "conformance_selected"  # workerinput key: the class names the controller selected
-
-
-class BuildError(RuntimeError):
-    """The harness could not set up the tiny model or its inputs; `fingerprint` says what failed where."""
-
-    def __init__(self, message: str, fingerprint: Fingerprint | None = None):
-        super().__init__(message)
-        self.fingerprint = fingerprint
-
-
-def harness_fingerprint(outcome: Outcome) -> Fingerprint:
-    """The fingerprint of a cell the harness ended: a timeout, or a harness error in its reason's words."""
-    if outcome.verdict == "timeout":
-        return Fingerprint("timeout")
-    return Fingerprint("harness_error", what=mask(outcome.reason))
-
-
-class BuildTimedOut(BuildError):
-    """Building the tiny model ran past the cell time limit."""
 
 
 def session_of(config) -> "Session":
@@ -213,8 +193,7 @@ class Session:
             except (BuildError, RowVerdict, MissingDependency) as exc:  # decided for the row: kept for its cells
                 value = exc
             except Exception as exc:
-                found = of_exception(exc)
-                value = BuildError(one_line(exc), Fingerprint("harness_error", where=found.where, error=found.error))
+                value = build_failure(exc)
             finally:
                 self.building = None
                 self.mark_note(building=False)
@@ -252,22 +231,23 @@ class Session:
             self._dump_file = isolation.open_dump_file(self.parts.crash_dump(self.worker))
         return self._dump_file
 
-    def record(self, node_id: str, model: str, check_id: str, outcome: Outcome, tiny: dict | None = None) -> dict:
-        """Judge a raw outcome against the expectations (`gate.ratchet`) and append the cell's record."""
-        if outcome.verdict in FAILING and outcome.fingerprint is None:
-            outcome.fingerprint = harness_fingerprint(outcome)
-        expectation = self.expectations.get((model, check_id))
-        judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
-        record = make_record(model=model, check=check_id, verdict=judgement.verdict, reason=outcome.reason,
-                             seconds=outcome.metrics.get("seconds", 0.0),
-                             metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                             nodeid=node_id, process=self.worker, tiny=tiny,
-                             expected=expectation.verdict if expectation is not None else "",
-                             observed=outcome.verdict if judgement.verdict != outcome.verdict else "",
-                             gate=judgement.note,
-                             fingerprint=outcome.fingerprint.to_data() if outcome.fingerprint else None)
-        io.append_record(self.part_file, record)
-        return record
+    def live(self, node_id: str, model: str, check_id: str, *, deadline, case: Case | None = None,
+             stop_when_built: bool = False) -> Cell:
+        """`cell_life.live` of a cell of this run: this process's cases, expectations and name."""
+        return cell_life.live(model, check_id, self.case_for, self.expectations, case=case,
+                              stop_when_built=stop_when_built, deadline=deadline, nodeid=node_id,
+                              process=self.worker)
+
+    def keep(self, cell: Cell) -> dict:
+        """Append a cell's record to this process's part file; the record."""
+        io.append_record(self.part_file, cell.record)
+        return cell.record
+
+    def record(self, node_id: str, model: str, check_id: str, outcome: Outcome) -> dict:
+        """Judge an outcome the harness decided (no case: a cell unfinished, past its hard limit, crashed) and
+        append the cell's record (`cell_life.end`)."""
+        return self.keep(cell_life.end(model, check_id, outcome, self.expectations, nodeid=node_id,
+                                       process=self.worker))
 
     def record_not_run(self, model: str, why: str) -> None:
         """Record once per process that class `model` is not run here (a missing dependency) and why."""

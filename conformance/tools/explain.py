@@ -1,12 +1,13 @@
 """`conformance explain CLASS CHECK`: re-run one cell alone, in this process, and say why.
 
-Contract: `explain(model, check_id, device, dtype, backend, out)` builds the
-case the way the pytest plugin does (`conformance.build.case.build_case`; a
-row the build stage decides, `RowVerdict`, gets the same verdict and reason
-as in a run), runs the check with dynamo's graph-break and recompile
-logs on, and prints the raw verdict, the verdict after expectations, the
-reason, the metrics (graph breaks, recompiles, ...), the full traceback and
-a one-line pytest command reproducing the cell. It returns 0 when the cell
+Contract: `explain(model, check_id, device, dtype, backend, out)` lives the
+cell the way a run does (`conformance.run.cell_life.live`: the same build
+outcomes, fingerprints and judgement against the expectations of the run's
+conditions, so its verdict is the matrix cell's), with the case built by
+`conformance.build.case.build_case` and the check run with dynamo's
+graph-break and recompile logs on, and prints the raw verdict, the verdict
+after expectations, the reason, the metrics (graph breaks, recompiles, ...),
+the full traceback and a one-line pytest command reproducing the cell. It returns 0 when the cell
 passes or does not apply, 1 otherwise. An unknown class or check id, a
 check with no implementation, or one whose required packages are missing
 (the install command), raises `ExplainError` (one line) before anything is
@@ -15,10 +16,10 @@ built.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import json
 import sys
-import traceback
 from typing import TextIO
 
 from conformance.report.reproduce import reproducer
@@ -66,17 +67,17 @@ def resolve_device(device: str) -> str:
         raise ExplainError(str(exc)) from None
 
 
-def _expectation(model: str, check_id: str, device: str, dtype: str, backend: str):
-    """The expectation of the cell under this run's conditions, and a note when none could be read."""
+def _expectations(device: str, dtype: str, backend: str) -> tuple[dict, str]:
+    """The expectations that apply under this run's conditions, and a note when none could be read."""
     import torch
 
     from conformance.gate import expectations as gate
 
     run = gate.run_conditions(device, dtype, backend, torch.__version__)
     try:
-        return gate.load(run=run).get((model, check_id)), ""
+        return gate.load(run=run), ""
     except Exception as exc:  # an unusable expectations file must not hide the cell
-        return None, f"(expectations not applied: {exc})"
+        return {}, f"(expectations not applied: {exc})"
 
 
 def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float32", backend: str = "eager",
@@ -88,13 +89,8 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     info = resolve_model(model)
     import torch
 
-    from conformance.build.case import BUILD_FAILED, build_case
-    from conformance.build.model_failure import MissingDependency, RowVerdict
-    from conformance.checks.common.outcome import Outcome, run_check
-    from conformance.gate.ratchet import judge
-    from conformance.reasons import one_line
-    from conformance.run.session import harness_fingerprint
-    from conformance.verdicts import FAILING
+    from conformance.build.case import build_case
+    from conformance.run.cell_life import live
 
     device = resolve_device(device)
     torch.set_num_threads(max(1, min(torch.get_num_threads(), 4)))
@@ -102,29 +98,23 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     def say(line: str = "") -> None:
         print(line, file=out, flush=True)
 
-    say(f"== {info.name} / {check_id} on {device}, {dtype}, backend {backend}")
-    try:
-        case = build_case(info, device, dtype, backend)
-    except MissingDependency as exc:  # as the run: no cell
-        say(f"not run: {exc}")
-        return 0
-    except RowVerdict as exc:  # decided by the build stage: the model's own failure, or not a standalone model
-        outcome = Outcome(*exc.cell(check_id), traceback=traceback.format_exc(),
-                          fingerprint=exc.fingerprint(check_id))
-    except Exception as exc:
-        outcome = Outcome("error", f"{BUILD_FAILED}: {one_line(exc)}", traceback=traceback.format_exc())
-    else:
-        if check_id != "build":
-            say("(dynamo graph-break and recompile logs go to stderr)")
-            torch._logging.set_logs(graph_breaks=True, recompiles=True)
+    @contextlib.contextmanager
+    def dynamo_logs():
+        say("(dynamo graph-break and recompile logs go to stderr)")
+        torch._logging.set_logs(graph_breaks=True, recompiles=True)
         try:
-            outcome = run_check(check_id, case)
+            yield
         finally:
             torch._logging.set_logs()
-    if outcome.verdict in FAILING and outcome.fingerprint is None:
-        outcome.fingerprint = harness_fingerprint(outcome)  # as the run does
-    expectation, note = _expectation(info.name, check_id, device, dtype, backend)
-    judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
+
+    say(f"== {info.name} / {check_id} on {device}, {dtype}, backend {backend}")
+    expectations, note = _expectations(device, dtype, backend)
+    cell = live(info.name, check_id, lambda name: build_case(info, device, dtype, backend), expectations,
+                watch=dynamo_logs if check_id != "build" else None)
+    if cell.not_run:  # as the run: no cell
+        say(f"not run: {cell.not_run}")
+        return 0
+    outcome, expectation, judgement = cell.outcome, cell.expectation, cell.judgement
     verdict = judgement.verdict
     say(f"verdict: {verdict}" + (f" (raw: {outcome.verdict})" if verdict != outcome.verdict else ""))
     if expectation is not None:

@@ -19,8 +19,10 @@ It holds when:
 * at every step the logits match (a) eager greedy decoding of a fresh
   instance with the default dynamic cache and (b) one forward without cache
   over the same tokens (so a cache that silently returns wrong values is
-  caught), within `case.tol()`. The compiled run is forced onto the tokens of
-  the eager run, so a near-tie cannot make the two runs compare different
+  caught), within the tolerance of the backend it compiles with (it
+  declares none: `registry.declared_tolerance`). The compiled run is forced
+  onto the tokens of the eager run, so a near-tie cannot make the two runs
+  compare different
   sequences (except where generate returns no token ids in `sequences`, e.g.
   decoded audio: then it is not forced, metric `forced_tokens` False).
 
@@ -46,7 +48,7 @@ from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.tolerances import Tolerance
 
@@ -184,7 +186,7 @@ def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dic
 def check_compile_decode(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0, "recompiles": 0}
     inputs = case.generate_inputs()
-    tol = case.tol()
+    tol = declared_tolerance(case)
 
     reference = case.fresh_model()
     if not hasattr(reference, "generate"):

@@ -4,7 +4,8 @@ Contract: `torch.compile(model, fullgraph=True, backend=case.backend)` of a
 freshly built model, called on the case's multimodal prefill before any
 eager call on that instance (as users who compile right after loading),
 runs and its logits match an eager forward of a second fresh instance with
-the same weights within `case.tol()`.
+the same weights within the tolerance of the backend it compiles with (it
+declares none: `registry.declared_tolerance`).
 
 Call order must not change the verdict, so the check also compiles *warm*:
 when the cold compile passed, the same instance is called eagerly and the
@@ -47,7 +48,7 @@ from conformance.checks.common.backend import backend_failure, dynamo_alone, rai
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks
 from conformance.checks.common.outcome import ContractViolation
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
 from conformance.tolerances import Tolerance
 
@@ -91,7 +92,7 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metri
 def check_compile_prefill(case: Case) -> dict:
     metrics: dict = {}
     inputs = case.inputs()
-    tol = case.tol()
+    tol = declared_tolerance(case)
 
     first = case.fresh_model()
     with DynamoWatch() as watch:

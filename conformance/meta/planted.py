@@ -33,6 +33,7 @@ from conformance.build.samples import Sample
 from conformance.build.tiny import TinyModel
 from conformance.build.variants import Variants, make_variants
 from conformance.discover import ModelInfo
+from conformance.tolerances import tolerance
 
 IMAGE_TOKEN = 5
 VOCAB = 48
@@ -440,3 +441,15 @@ def case_for(model_class: type[TinyLM], media: bool = False) -> PlantedCase:
                      tasks=(), kind="synthetic", declared={})
     return PlantedCase(info=info, tiny=TinyModel(info=info, config=tiny_config(), source="planted"),
                        sample=prompt(media), factory=model_class)
+
+
+def judged_as_declared(check_id: str, metrics: dict) -> bool:
+    """Whether a planted case's cell (float32, eager) records the tolerance its check declares (`compare.record`:
+    ``atol``, ``rtol``); True for a check that compares nothing."""
+    from conformance.checks.common.registry import get
+
+    spec = get(check_id)
+    if not spec.compares:
+        return True
+    declared = tolerance("float32", spec.tolerance or "eager")
+    return (metrics.get("atol"), metrics.get("rtol")) == (declared.atol, declared.rtol)

@@ -43,7 +43,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
 from conformance.build.case import Case
-from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
+from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
@@ -234,17 +234,18 @@ def check_compile_decode(case: Case) -> dict:
             fingerprint = Fingerprint("graph_break" if kind == "unsupported" else kind, where=where_of(exc),
                                       error=type(exc).__name__)
             reason = break_reason(exc)
-            if case.backend != "eager" and raised_in_backend(exc):
-                def decode_alone(backend: str) -> None:
-                    fresh = case.fresh_model()
-                    with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
-                        fresh.generate(**inputs, **generate_kwargs, **_cache_kwargs(fresh, decoder, calls[0]),
-                                       compile_config=_compile_config(backend), logits_processor=LogitsProcessorList(
-                                           [ForceTokens(tokens)] if forced else []))
 
-                if dynamo_alone(decode_alone):  # dynamo traced the step fullgraph: the failure is the backend's
-                    reason, fingerprint = backend_failure(exc, case.backend)
-                    metrics["graph_breaks"] = 0
+            def decode_alone(backend: str) -> None:
+                fresh = case.fresh_model()
+                with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
+                    fresh.generate(**inputs, **generate_kwargs, **_cache_kwargs(fresh, decoder, calls[0]),
+                                   compile_config=_compile_config(backend), logits_processor=LogitsProcessorList(
+                                       [ForceTokens(tokens)] if forced else []))
+
+            (own,) = blame_backend(case.backend, [exc], decode_alone)
+            if own is not None:  # dynamo traced the step fullgraph: the failure is the backend's
+                reason, fingerprint = own
+                metrics["graph_breaks"] = 0
             raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {reason}",
                                     metrics, fingerprint) from exc
         metrics["compile_seconds"] = watch.compile_seconds

@@ -61,7 +61,7 @@ import torch
 
 from conformance.build.case import Case
 from conformance.build.variants import prompt_key
-from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
+from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
@@ -173,14 +173,12 @@ def check_compile_dynamic(case: Case) -> dict:
 def _backend_or(case: Case, sample: dict, marked: dict[str, set[int]], exc: BaseException) -> tuple[str, Fingerprint]:
     """(reason, fingerprint) of a compiled call that raised: the backend's own failure where dynamo alone compiles
     the same marked call fullgraph, else the break or exception dynamo met."""
-    if case.backend != "eager" and raised_in_backend(exc):
-        def compile_alone(backend: str) -> None:
-            with torch.no_grad():
-                torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**_marked(sample, marked))
+    def compile_alone(backend: str) -> None:
+        with torch.no_grad():
+            torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**_marked(sample, marked))
 
-        if dynamo_alone(compile_alone):
-            return backend_failure(exc, case.backend)
-    return break_reason(exc), _raised(exc)
+    (own,) = blame_backend(case.backend, [exc], compile_alone)
+    return own or (break_reason(exc), _raised(exc))
 
 
 def _recompiled(watch: DynamoWatch, log: ShapeLog, recompiles: int) -> tuple[str, Fingerprint]:

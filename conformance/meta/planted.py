@@ -12,6 +12,10 @@ its positions from ``cache_position`` or the cache's length.
 
 Each subclass plants one bug (`BUGS` names them); `case_for(model_class)`
 makes a Case whose fresh models are that class with the same weights.
+`Exportable` is the smallest module the export checks pass on (ids and a
+mask in, logits out): the export and ONNX meta tests subclass it for theirs.
+`judged_as_declared(check_id, metrics)` says whether a cell recorded the
+tolerance its check declares.
 Nothing here is a transformers model build: a case is ready in milliseconds.
 """
 
@@ -398,6 +402,23 @@ class WrongFakeStridesLM(TinyLM):
     def adjust(self, logits, decode, cache):
         rows = logits.reshape(-1, logits.shape[-1])  # two dims longer than 1, in decode steps too
         return column_major(rows).reshape(logits.shape)
+
+
+# --- exportable modules ---------------------------------------------------------------------------
+
+
+class Exportable(torch.nn.Module):
+    """The smallest module the export checks pass on (no transformers model): token ids and a 2D mask in,
+    ``{"logits": ...}`` out. The export and ONNX meta tests plant their bugs in its subclasses."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16)
+
+    def forward(self, input_ids, attention_mask=None):
+        hidden = self.embed(input_ids) * attention_mask.unsqueeze(-1)
+        return {"logits": self.head(hidden)}
 
 
 # --- cases ------------------------------------------------------------------------------------------

@@ -63,11 +63,11 @@ Registering is all a new check needs: the run generates its test
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import pkgutil
-import functools
 import sys
 from contextvars import ContextVar
 from dataclasses import dataclass
@@ -78,7 +78,7 @@ from conformance import tolerances
 CHECKS: dict[str, "Check"] = {}
 CHECKS_PACKAGE = "conformance.checks"
 _loaded = False
-_running: ContextVar["Check | None"] = ContextVar("running_check", default=None)
+_running: ContextVar[str | None] = ContextVar("running_check", default=None)  # the id of the check running
 
 
 @dataclass(frozen=True)
@@ -122,32 +122,36 @@ def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: 
         existing = CHECKS.get(check_id)
         if existing is not None and existing.module != fn.__module__:
             raise ValueError(f"check id {check_id!r} is registered twice: {existing.module} and {fn.__module__}")
-
-        @functools.wraps(fn)
-        def run(case) -> dict:
-            running = _running.set(spec)  # what `declared_tolerance` answers while `fn` runs
-            try:
-                return fn(case)
-            finally:
-                _running.reset(running)
-
-        spec = Check(check_id, run, column, tuple(observes), tuple(lists) if lists else None,
-                     tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
-                     tuple(requires), extra, opt_in)
-        CHECKS[check_id] = spec
+        CHECKS[check_id] = Check(check_id, _running_as(check_id, fn), column, tuple(observes),
+                                 tuple(lists) if lists else None,
+                                 tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
+                                 tuple(requires), extra, opt_in)
         fn.check_id = check_id
         return fn
 
     return decorate
 
 
+def _running_as(check_id: str, fn: Callable[..., dict]) -> Callable[..., dict]:
+    """`fn`, which while it runs is the running check `check_id` (what `declared_tolerance` answers for)."""
+    @functools.wraps(fn)
+    def run(case) -> dict:
+        running = _running.set(check_id)
+        try:
+            return fn(case)
+        finally:
+            _running.reset(running)
+
+    return run
+
+
 def declared_tolerance(case) -> tolerances.Tolerance:
     """The tolerance the running check judges `case` with: its declared backend's (`check(tolerance=...)`), else
     the case's, at the case's dtype. RuntimeError outside a running check."""
-    spec = _running.get()
-    if spec is None:
+    check_id = _running.get()
+    if check_id is None:
         raise RuntimeError("declared_tolerance() asked outside a running check: pass the tolerance in instead")
-    return tolerances.tolerance(str(case.dtype), spec.tolerance or case.backend)
+    return tolerances.tolerance(str(case.dtype), CHECKS[check_id].tolerance or case.backend)
 
 
 def load_all() -> dict[str, Check]:

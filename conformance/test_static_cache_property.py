@@ -7,6 +7,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from conformance.tolerances import tolerance
+
 # Models the property runs on: small, text-only prompts accepted, cheap generate.
 PROPERTY_MODELS = ("LlavaForConditionalGeneration", "PaliGemmaForConditionalGeneration")
 
@@ -37,7 +39,8 @@ def test_static_cache_property(property_model, request, lengths, new_tokens, see
         pytest.skip(f"{property_model} not selected by --models")
     _unmeasured_on_4x(property_model)
     case = session.case_for(property_model)
-    compare_static_dynamic(case.fresh_model, _prompts(case, lengths, seed), new_tokens, case.tol())
+    compare_static_dynamic(case.fresh_model, _prompts(case, lengths, seed), new_tokens,
+                           tolerance(str(case.dtype), case.backend))
 
 
 # A transformers bug, not a harness gap (issue 15; research/truth): the mask shortcut assumes causal modules.
@@ -84,5 +87,5 @@ def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slo
     with torch.no_grad():
         cached = logits_of(model(**inputs, **{cache_kwarg(model): cache}, use_cache=True))
         plain = logits_of(case.fresh_model()(**inputs, use_cache=False))
-    found = closeness(cached, plain, case.tol("eager"))
+    found = closeness(cached, plain, tolerance(str(case.dtype), "eager"))
     assert found.within, f"static prefill differs from a forward without cache by {found.beyond()}"

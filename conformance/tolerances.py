@@ -3,7 +3,10 @@
 Contract: `tolerance(dtype_name, backend)` is the `Tolerance` a check
 judges logits with, for a dtype name (``float32``, ``bfloat16``,
 ``float16``) and a backend (a dynamo backend, or ``export`` for exported
-programs run anywhere). A difference is allowed elementwise when
+programs run anywhere). A check names the backend once, in its
+registration (``@check(tolerance=...)``, default: the backend its cell runs
+under), and asks for the result with
+`conformance.checks.common.registry.declared_tolerance`. A difference is allowed elementwise when
 ``|actual - expected| <= atol + rtol * |expected|`` (the rule of
 `torch.testing.assert_close`): a rounding-level difference on large logits
 is not a failure, and a difference on small ones is judged as tightly as

@@ -10,11 +10,11 @@ Contracts:
   before; `inputs()` a new copy of the sample on the case's device and
   dtype; `generate_inputs()` what `generate` takes (the sample's
   `generate_inputs` where its strategy set them, else `inputs()`);
-  `tol(backend)` the `Tolerance` of logits for the case's dtype and a backend
-  (default: the case's; `conformance.tolerances`);
-  `variants()` the sample's variants (other
-  prompt lengths, batch, images: `conformance.build.variants`), made on
-  first use and kept (only the checks that ask for them make them).
+  `variants()` the sample's variants (other prompt lengths, batch, images:
+  `conformance.build.variants`), made on first use and kept (only the
+  checks that ask for them make them). The tolerance a cell is judged with
+  is its check's declaration, not the case's
+  (`conformance.checks.common.registry.declared_tolerance`).
 * `build_case(info, device, dtype, backend)`: tiny config -> model ->
   sample -> a checked Case. It raises when the tiny model or its inputs
   cannot be made, including when the eager prefill over the sample fails
@@ -46,7 +46,6 @@ from typing import Any
 
 import torch
 
-from conformance import tolerances
 from conformance.build.model_failure import (
     MissingDependency,
     ModelFailure,
@@ -89,9 +88,6 @@ class Case:
     def generate_inputs(self) -> dict[str, Any]:
         """What `generate` takes: the sample's `generate_inputs` where the strategy set them, else `inputs()`."""
         return self.sample.to(self.device, self.dtype, for_generate=True)
-
-    def tol(self, backend: str | None = None) -> tolerances.Tolerance:
-        return tolerances.tolerance(str(self.dtype), backend or self.backend)
 
     def variants(self) -> Variants:
         """The sample's variants (other prompt lengths, batch, images; `build.variants`), made once."""

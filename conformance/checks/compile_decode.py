@@ -19,8 +19,10 @@ It holds when:
 * at every step the logits match (a) eager greedy decoding of a fresh
   instance with the default dynamic cache and (b) one forward without cache
   over the same tokens (so a cache that silently returns wrong values is
-  caught), within `case.tol()`. The compiled run is forced onto the tokens of
-  the eager run, so a near-tie cannot make the two runs compare different
+  caught), within the tolerance of the backend it compiles with (it
+  declares none: `registry.declared_tolerance`). The compiled run is forced
+  onto the tokens of the eager run, so a near-tie cannot make the two runs
+  compare different
   sequences (except where generate returns no token ids in `sequences`, e.g.
   decoded audio: then it is not forced, metric `forced_tokens` False).
 
@@ -41,12 +43,12 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
 from conformance.build.case import Case
-from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
+from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.tolerances import Tolerance
 
@@ -184,7 +186,7 @@ def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dic
 def check_compile_decode(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0, "recompiles": 0}
     inputs = case.generate_inputs()
-    tol = case.tol()
+    tol = declared_tolerance(case)
 
     reference = case.fresh_model()
     if not hasattr(reference, "generate"):
@@ -232,17 +234,18 @@ def check_compile_decode(case: Case) -> dict:
             fingerprint = Fingerprint("graph_break" if kind == "unsupported" else kind, where=where_of(exc),
                                       error=type(exc).__name__)
             reason = break_reason(exc)
-            if case.backend != "eager" and raised_in_backend(exc):
-                def decode_alone(backend: str) -> None:
-                    fresh = case.fresh_model()
-                    with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
-                        fresh.generate(**inputs, **generate_kwargs, **_cache_kwargs(fresh, decoder, calls[0]),
-                                       compile_config=_compile_config(backend), logits_processor=LogitsProcessorList(
-                                           [ForceTokens(tokens)] if forced else []))
 
-                if dynamo_alone(decode_alone):  # dynamo traced the step fullgraph: the failure is the backend's
-                    reason, fingerprint = backend_failure(exc, case.backend)
-                    metrics["graph_breaks"] = 0
+            def decode_alone(backend: str) -> None:
+                fresh = case.fresh_model()
+                with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):
+                    fresh.generate(**inputs, **generate_kwargs, **_cache_kwargs(fresh, decoder, calls[0]),
+                                   compile_config=_compile_config(backend), logits_processor=LogitsProcessorList(
+                                       [ForceTokens(tokens)] if forced else []))
+
+            (own,) = blame_backend(case.backend, [exc], decode_alone)
+            if own is not None:  # dynamo traced the step fullgraph: the failure is the backend's
+                reason, fingerprint = own
+                metrics["graph_breaks"] = 0
             raise ContractViolation(f"generate with a StaticCache and compiled decode failed: {reason}",
                                     metrics, fingerprint) from exc
         metrics["compile_seconds"] = watch.compile_seconds

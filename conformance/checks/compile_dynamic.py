@@ -13,7 +13,7 @@ token-type ids, per-token masks...). Then the same compiled model is called
 with the sample's other prompt lengths (`conformance.build.variants`: a
 shorter and a longer prompt): no recompile and no graph break, and every
 call's logits equal an eager forward of a second fresh instance within
-`case.tol()`.
+the tolerance of the backend it compiles with.
 
 Why ``mark_dynamic`` and not ``dynamic=True``: it marks exactly the dimension
 that differs between two users' prompts and leaves the image and batch dims
@@ -36,9 +36,10 @@ failure raised after dynamo's trace is the backend's when dynamo alone
 (backend eager) compiles the same marked call (`conformance.checks.common.backend`).
 
 Compared: `max_abs_diff`, the worst logits difference of a compiled call
-(the traced prompt and each other length) against eager, within
-`case.tol()`: the tolerance of the run's backend (float32 1e-5 for eager and
-aot_eager, 1e-4 for inductor; `conformance.tolerances`).
+(the traced prompt and each other length) against eager, within the
+tolerance of the run's backend (it declares none:
+`registry.declared_tolerance`; float32 1e-5 for eager and aot_eager, 1e-4
+for inductor; `conformance.tolerances`).
 
 Fingerprints (`conformance.fingerprints`): ``specialisation`` (the guard
 that pinned the prompt length: its ``module:qualname``, the dimension, the
@@ -60,11 +61,11 @@ import torch
 
 from conformance.build.case import Case
 from conformance.build.variants import prompt_key
-from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
+from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.common.shapes import ShapeLog, dim_name, specialisation_fingerprint, varying_dims
 from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
 from conformance.tolerances import Tolerance
@@ -133,7 +134,7 @@ def check_compile_dynamic(case: Case) -> dict:
     metrics: dict = {"marked": {k: sorted(ds) for k, ds in marked.items()}, "recompiles": 0,
                      "lengths": [int(sample[key].shape[1])] + [int(inputs[key].shape[1]) for _, inputs in others]}
     base = _marked(sample, marked)
-    tol = case.tol()
+    tol = declared_tolerance(case)
 
     model = case.fresh_model()
     reference = case.fresh_model()
@@ -172,14 +173,12 @@ def check_compile_dynamic(case: Case) -> dict:
 def _backend_or(case: Case, sample: dict, marked: dict[str, set[int]], exc: BaseException) -> tuple[str, Fingerprint]:
     """(reason, fingerprint) of a compiled call that raised: the backend's own failure where dynamo alone compiles
     the same marked call fullgraph, else the break or exception dynamo met."""
-    if case.backend != "eager" and raised_in_backend(exc):
-        def compile_alone(backend: str) -> None:
-            with torch.no_grad():
-                torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**_marked(sample, marked))
+    def compile_alone(backend: str) -> None:
+        with torch.no_grad():
+            torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**_marked(sample, marked))
 
-        if dynamo_alone(compile_alone):
-            return backend_failure(exc, case.backend)
-    return break_reason(exc), _raised(exc)
+    (own,) = blame_backend(case.backend, [exc], compile_alone)
+    return own or (break_reason(exc), _raised(exc))
 
 
 def _recompiled(watch: DynamoWatch, log: ShapeLog, recompiles: int) -> tuple[str, Fingerprint]:

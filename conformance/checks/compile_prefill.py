@@ -4,7 +4,8 @@ Contract: `torch.compile(model, fullgraph=True, backend=case.backend)` of a
 freshly built model, called on the case's multimodal prefill before any
 eager call on that instance (as users who compile right after loading),
 runs and its logits match an eager forward of a second fresh instance with
-the same weights within `case.tol()`.
+the same weights within the tolerance of the backend it compiles with (it
+declares none: `registry.declared_tolerance`).
 
 Call order must not change the verdict, so the check also compiles *warm*:
 when the cold compile passed, the same instance is called eagerly and the
@@ -43,11 +44,11 @@ from dataclasses import dataclass
 import torch
 
 from conformance.build.case import Case
-from conformance.checks.common.backend import backend_failure, dynamo_alone, raised_in_backend
+from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks
 from conformance.checks.common.outcome import ContractViolation
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, mask, where_of
 from conformance.tolerances import Tolerance
 
@@ -91,7 +92,7 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metri
 def check_compile_prefill(case: Case) -> dict:
     metrics: dict = {}
     inputs = case.inputs()
-    tol = case.tol()
+    tol = declared_tolerance(case)
 
     first = case.fresh_model()
     with DynamoWatch() as watch:
@@ -143,23 +144,18 @@ def _warm(reference, case: Case, inputs: dict, expected: torch.Tensor, tol: Tole
 def _blame_backend(case: Case, inputs: dict, cold: Attempt, warm: Attempt) -> tuple[Attempt, Attempt]:
     """Under a code-generating backend, a failure raised after dynamo's trace is the backend's when dynamo
     alone compiles a fresh instance fullgraph: such attempts say so (reason and fingerprint)."""
-    suspects = [a for a in (cold, warm) if a.error is not None and raised_in_backend(a.error)]
-    if case.backend == "eager" or not suspects:
-        return cold, warm
-
     def compile_alone(backend: str) -> None:
         with torch.no_grad():
             torch.compile(case.fresh_model(), fullgraph=True, backend=backend)(**inputs)
 
-    if not dynamo_alone(compile_alone):
-        return cold, warm
-    blamed = []
-    for attempt in (cold, warm):
-        if any(attempt is suspect for suspect in suspects):
-            reason, fingerprint = backend_failure(attempt.error, case.backend)
-            attempt = Attempt(f"fullgraph compile failed: {reason}", attempt.error, backend=fingerprint)
-        blamed.append(attempt)
-    return blamed[0], blamed[1]
+    def said(attempt: Attempt, own: tuple[str, Fingerprint] | None) -> Attempt:
+        if own is None:
+            return attempt
+        reason, fingerprint = own
+        return Attempt(f"fullgraph compile failed: {reason}", attempt.error, backend=fingerprint)
+
+    cold_own, warm_own = blame_backend(case.backend, [cold.error, warm.error], compile_alone)
+    return said(cold, cold_own), said(warm, warm_own)
 
 
 def _fingerprint(cold: Attempt, warm: Attempt, sites: dict[str, int] | None) -> Fingerprint:

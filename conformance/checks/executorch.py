@@ -33,7 +33,7 @@ from torch.utils import _pytree as pytree
 from conformance.build.case import Case
 from conformance.checks.common.generation import PART_INPUTS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.common.served import serve
 from conformance.reasons import one_line
 
@@ -102,5 +102,5 @@ def check_executorch(case: Case) -> dict:
         return run
 
     serve(case, build, NEW_TOKENS, lambda model, inputs: eager_generation(model, inputs, NEW_TOKENS),
-          case.tol("export"), metrics)
+          declared_tolerance(case), metrics)
     return metrics

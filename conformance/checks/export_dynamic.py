@@ -48,8 +48,8 @@ ran), `pt2_bytes`, `max_abs_diff` (worst call against eager), `dims` =
 
 Compared: `max_abs_diff`, the worst logits difference of a call of the
 loaded program (the sample and each variant it serves) against eager,
-within the export tolerance (`case.tol("export")`: float32 1e-4,
-`conformance.tolerances`).
+within the export tolerance (declared, ``tolerance="export"``: float32
+1e-4, `conformance.tolerances`).
 
 Fingerprints (`conformance.fingerprints`): ``export_error`` /
 ``data_dependent_guard`` of an export, save or load that failed (the stage
@@ -77,7 +77,7 @@ from conformance.build.variants import LENGTH_VARIANTS, ORDER
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.export import LogitsModule, accepts, exporter_reason, failed, save_and_load, split_inputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.common.shapes import ShapeLog, dim_name, specialisation_fingerprint, varying_dims
 from conformance.fingerprints import Fingerprint, mask, where_of
 
@@ -233,7 +233,7 @@ def check_export_dynamic(case: Case) -> dict:
     metrics["dynamic"] = {key: ds for key, ds in dynamic.items() if ds}
 
     reference = case.fresh_model().eval()
-    tol = case.tol("export")
+    tol = declared_tolerance(case)
     failures: list[tuple[str, Fingerprint | None]] = []
     for call in [Call(TRACED, "the traced prompt", tensors)] + calls:
         served = _not_served(call, refused, log, tensors)

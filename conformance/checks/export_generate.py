@@ -26,8 +26,9 @@ row without padding), another prompt length from `conformance.build.variants`
 and, where the class takes it, images of another size. Each request's first
 `NEW_TOKENS` tokens must equal eager ``generate(do_sample=False)`` of a fresh
 model over the same inputs, then each step's logits must match eager
-``generate``'s within the export tolerance (`case.tol("export")`); the
-traced prompt's prefill also matches a plain forward without cache. Models
+``generate``'s within the export tolerance (declared,
+``tolerance="export"``); the traced prompt's prefill also matches a plain
+forward without cache. Models
 whose ``generate`` hands ``inputs_embeds`` to their ``language_model``
 (BLIP-2 style) are exported through that language model.
 
@@ -62,7 +63,7 @@ from conformance.build.case import Case
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.common.served import serve
 from conformance.checks.common.shapes import dynamic_inputs
 
@@ -88,14 +89,14 @@ def check_export_generate(case: Case) -> dict:
         metrics["dynamic_parts"] = sorted(n for n, p in generation.programs.items() if dynamic_inputs(p))
         return generation.run_program
 
-    plan = serve(case, build, NEW_TOKENS, eager(NEW_TOKENS), case.tol("export"), metrics)
+    plan = serve(case, build, NEW_TOKENS, eager(NEW_TOKENS), declared_tolerance(case), metrics)
     traced = plan.requests[0]
     generation = plan.generation
     with torch.no_grad():
         first = generation.run_program("prefill", inputs_embeds=generation.prefill_embeds(generation.run_program),
                                        **generation.text)[0]
         plain = logits_of(case.fresh_model()(**traced.inputs))[:, -1, :]
-    found = judge_close(first, plain, case.tol("export"), metrics, "max_abs_diff_no_cache")
+    found = judge_close(first, plain, declared_tolerance(case), metrics, "max_abs_diff_no_cache")
     if not found.within:
         raise ContractViolation(f"prefill of the exported programs vs a forward without cache: logits differ by "
                                 f"{found.beyond()}", metrics)

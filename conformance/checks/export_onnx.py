@@ -45,7 +45,7 @@ from conformance.checks.common.exporters import compare_logits, non_padding
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 
 
 def exported_module(model: torch.nn.Module, constants: dict, fixed: dict, tensors: dict):
@@ -89,7 +89,7 @@ def check_export_onnx(case: Case) -> dict:
         expected = logits_of(reference(**tensors, **constants, **fixed))
     mask = non_padding(expected, tensors)
     try:
-        compare_logits(actual, expected, mask, case.tol("export"), "ONNX Runtime logits", metrics)
+        compare_logits(actual, expected, mask, declared_tolerance(case), "ONNX Runtime logits", metrics)
     except ContractViolation as exc:
         exc.reason += which_step(_onnx.program_logits(keep), actual, expected, mask, metrics)
         if "cache_outputs" in metrics:

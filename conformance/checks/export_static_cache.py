@@ -75,7 +75,7 @@ from conformance.checks.common.cache import (
 )
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.compile_decode import ForwardRecorder, no_cache_inputs
 from conformance.tolerances import Tolerance
 
@@ -308,7 +308,7 @@ def _assert(actual: torch.Tensor, expected: torch.Tensor, metric: str, what: str
 def compare_prompt(programs: Programs, case: Case, inputs: dict[str, Any], label: str, metrics: dict,
                    reference: Reference) -> None:
     """Run one prompt through the programs and compare every step with eager generate and the no-cache forward."""
-    tol = case.tol("export")
+    tol = declared_tolerance(case)
     steps = programs.run(inputs, reference.tokens, label, metrics)
     with torch.no_grad():
         plain = logits_of(case.fresh_model().eval()(**inputs))

@@ -40,7 +40,7 @@ from conformance.build.case import Case
 from conformance.checks.common.cache import cache_kwarg, cache_owner
 from conformance.checks.common.compare import assert_close, closeness, logits_of, record
 from conformance.checks.common.outcome import ContractViolation, HarnessGap, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.reasons import one_line
 from conformance.tolerances import Tolerance
 
@@ -302,7 +302,7 @@ def check_legacy_cache(case: Case) -> dict:
     if hasattr(converted, "to_legacy_cache") and not same_tensors(to_legacy(converted), legacy):
         raise ContractViolation("to_legacy_cache(from_legacy_cache(tuples)) does not return the same tensors", metrics)
 
-    tol = case.tol("eager")
+    tol = declared_tolerance(case)
     expected = decoder.continue_from(cache)
     actual = decoder.continue_from(converted)
     for step, (got, want) in enumerate(zip(actual, expected)):

@@ -53,7 +53,7 @@ from conformance.checks.common.generation import (
     eager_generation,
 )
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.checks.common.served import serve
 from conformance.checks.common.shapes import ShapeLog
 
@@ -145,5 +145,5 @@ def check_onnx_generate(case: Case) -> dict:
             return timed
 
         serve(case, build, NEW_TOKENS, lambda model, inputs: eager_generation(model, inputs, NEW_TOKENS),
-              case.tol("export"), metrics, generation_class=OnnxGeneration)
+              declared_tolerance(case), metrics, generation_class=OnnxGeneration)
     return metrics

@@ -11,9 +11,9 @@ business). What is compared to what:
   divergence (the first new token where any row differs);
 * at every step before the first divergence, the scores (generate's
   `output_scores`) of the static run against those of the dynamic run: they
-  must agree within the eager tolerance (`case.tol("eager")`), or the cell
-  fails even though the tokens agree (tiny random models have flat logits,
-  so equal greedy tokens prove little);
+  must agree within the eager tolerance (declared, ``tolerance="eager"``),
+  or the cell fails even though the tokens agree (tiny random models have
+  flat logits, so equal greedy tokens prove little);
 * at the first divergence, the scores of both runs: within the tolerance it
   is a tie (greedy picked between near-equal candidates), recorded as
   `tie_at_step`; beyond it the cell fails. Steps after a divergence are not
@@ -47,7 +47,7 @@ from conformance.checks.common.cache import generate_inputs, greedy, has_kv_cach
 from conformance.checks.common.cache_contents import CacheContents, compare_contents
 from conformance.checks.common.compare import judge_close
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.checks.common.registry import check
+from conformance.checks.common.registry import check, declared_tolerance
 from conformance.reasons import one_line
 from conformance.tolerances import Tolerance, cache_contents
 
@@ -220,5 +220,5 @@ def check_static_cache(case: Case) -> dict:
         raise NotApplicable("the model takes no KV cache")
     models = iter([first])
     return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
-                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, case.tol("eager"),
+                                  generate_inputs(first, case.generate_inputs()), NEW_TOKENS, declared_tolerance(case),
                                   contents=cache_contents(str(case.dtype)))

@@ -12,6 +12,10 @@ its positions from ``cache_position`` or the cache's length.
 
 Each subclass plants one bug (`BUGS` names them); `case_for(model_class)`
 makes a Case whose fresh models are that class with the same weights.
+`Exportable` is the smallest module the export checks pass on (ids and a
+mask in, logits out): the export and ONNX meta tests subclass it for theirs.
+`judged_as_declared(check_id, metrics)` says whether a cell recorded the
+tolerance its check declares.
 Nothing here is a transformers model build: a case is ready in milliseconds.
 """
 
@@ -33,6 +37,7 @@ from conformance.build.samples import Sample
 from conformance.build.tiny import TinyModel
 from conformance.build.variants import Variants, make_variants
 from conformance.discover import ModelInfo
+from conformance.tolerances import tolerance
 
 IMAGE_TOKEN = 5
 VOCAB = 48
@@ -399,6 +404,23 @@ class WrongFakeStridesLM(TinyLM):
         return column_major(rows).reshape(logits.shape)
 
 
+# --- exportable modules ---------------------------------------------------------------------------
+
+
+class Exportable(torch.nn.Module):
+    """The smallest module the export checks pass on (no transformers model): token ids and a 2D mask in,
+    ``{"logits": ...}`` out. The export and ONNX meta tests plant their bugs in its subclasses."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(16, 8)
+        self.head = torch.nn.Linear(8, 16)
+
+    def forward(self, input_ids, attention_mask=None):
+        hidden = self.embed(input_ids) * attention_mask.unsqueeze(-1)
+        return {"logits": self.head(hidden)}
+
+
 # --- cases ------------------------------------------------------------------------------------------
 
 
@@ -440,3 +462,15 @@ def case_for(model_class: type[TinyLM], media: bool = False) -> PlantedCase:
                      tasks=(), kind="synthetic", declared={})
     return PlantedCase(info=info, tiny=TinyModel(info=info, config=tiny_config(), source="planted"),
                        sample=prompt(media), factory=model_class)
+
+
+def judged_as_declared(check_id: str, metrics: dict) -> bool:
+    """Whether a planted case's cell (float32, eager) records the tolerance its check declares (`compare.record`:
+    ``atol``, ``rtol``); True for a check that compares nothing."""
+    from conformance.checks.common.registry import get
+
+    spec = get(check_id)
+    if not spec.compares:
+        return True
+    declared = tolerance("float32", spec.tolerance or "eager")
+    return (metrics.get("atol"), metrics.get("rtol")) == (declared.atol, declared.rtol)

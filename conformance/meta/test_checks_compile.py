@@ -196,3 +196,27 @@ def test_decode_fails_when_the_cache_returns_wrong_values():
     outcome = run_check("compile_decode", synthetic_case(llama_factory(model), prompt_inputs()))
     assert outcome.verdict == "fail"
     assert "forward without cache" in outcome.reason
+
+
+class BackendCompilerFailed(Exception):
+    """Named as dynamo's wrapper around a backend's failure (`checks.common.backend.WRAPPERS`)."""
+
+
+def test_the_backend_is_blamed_once_dynamo_alone_compiles_and_only_for_what_failed_in_it():
+    from conformance.checks.common.backend import backend_failure, blame_backend
+
+    in_backend = BackendCompilerFailed("backend failed")
+    in_backend.inner_exception = AssertionError("expected size 4==4, stride 1==4 at dim=0")
+    traced = RuntimeError("a graph break")
+    alone: list[str] = []
+    assert blame_backend("eager", [in_backend], alone.append) == [None] and alone == []
+    assert blame_backend("inductor", [traced, None], alone.append) == [None, None] and alone == []
+    found = blame_backend("inductor", [in_backend, traced, in_backend], alone.append)
+    assert alone == ["eager"]  # one compile with dynamo alone decides for every failure
+    assert found == [backend_failure(in_backend, "inductor"), None, backend_failure(in_backend, "inductor")]
+    assert found[0][1].kind == "backend" and found[0][0].startswith("inductor failed where dynamo alone traces")
+
+    def dynamo_fails_too(backend: str) -> None:
+        raise RuntimeError("dynamo breaks as well")
+
+    assert blame_backend("inductor", [in_backend], dynamo_fails_too) == [None]

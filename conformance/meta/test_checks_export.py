@@ -12,17 +12,7 @@ import conformance.checks.export_forward  # noqa: F401  (registers the checks)
 from conformance.build.case import Case
 from conformance.build.samples import Sample
 from conformance.checks.common.outcome import run_check
-
-
-class Exportable(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(16, 8)
-        self.head = torch.nn.Linear(8, 16)
-
-    def forward(self, input_ids, attention_mask=None):
-        hidden = self.embed(input_ids) * attention_mask.unsqueeze(-1)
-        return {"logits": self.head(hidden)}
+from conformance.meta.planted import Exportable
 
 
 class DataDependentBranch(Exportable):

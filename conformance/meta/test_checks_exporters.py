@@ -168,6 +168,7 @@ def test_the_correct_model_passes(check_id):
         assert outcome.metrics["f32_max_abs_diff"] <= outcome.metrics["atol"], outcome.metrics
         return
     assert outcome.verdict == "pass", outcome.reason
+    assert planted.judged_as_declared(check_id, outcome.metrics), outcome.metrics
 
 
 @needs_exporters

@@ -24,23 +24,13 @@ from conformance.checks import export_onnx, onnx_generate
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common import registry
 from conformance.checks.common.outcome import ContractViolation, run_check
+from conformance.meta.planted import Exportable
 
 pytestmark = pytest.mark.meta
 
 needs_onnx = pytest.mark.skipif(bool(registry.unavailable("export_onnx")),
                                 reason=f"export_onnx {registry.unavailable('export_onnx')}")
 EXPORTERS = ["torch"] + (["transformers"] if _onnx.has_transformers_exporter() else [])
-
-
-class Exportable(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.embed = torch.nn.Embedding(16, 8)
-        self.head = torch.nn.Linear(8, 16)
-
-    def forward(self, input_ids, attention_mask=None):
-        hidden = self.embed(input_ids) * attention_mask.unsqueeze(-1)
-        return {"logits": self.head(hidden)}
 
 
 class UnsupportedOp(Exportable):

@@ -115,6 +115,7 @@ def test_the_correct_model_passes(check_id, media):
     installed(check_id)
     outcome = run_check(check_id, planted.case_for(planted.TinyLM, media=media))
     assert outcome.verdict == "pass", outcome.reason
+    assert planted.judged_as_declared(check_id, outcome.metrics), outcome.metrics
 
 
 @pytest.mark.parametrize("check_id,model,media,substance", PLANTED, ids=[f"{c}-{m}" for c, m, _, _ in PLANTED])

@@ -9,6 +9,9 @@ caught by its contents even where the scores cannot show it.
 from __future__ import annotations
 
 import math
+import re
+from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -16,6 +19,7 @@ from transformers import LlamaForCausalLM
 from transformers.cache_utils import StaticCache
 
 from conformance import tolerances
+from conformance.checks.common import registry
 from conformance.checks.common.compare import assert_close, closeness, judge_close
 from conformance.checks.common.outcome import ContractViolation, run_check
 from conformance.meta.test_checks_compile import llama_factory, prompt_inputs, synthetic_case
@@ -65,6 +69,40 @@ def test_a_cell_records_its_worst_ratio_and_the_tolerance_it_was_judged_with():
         assert_close(torch.ones(3) + 1e-3, torch.ones(3), EAGER, "decode step 1", metrics)
     assert "decode step 1: logits differ from eager by 0.001 > 1" in raised.value.reason
     assert raised.value.fingerprint.kind == "numerical_mismatch"
+
+
+def test_a_check_judges_with_the_tolerance_it_declares_else_its_cells_backend(monkeypatch):
+    monkeypatch.setattr(registry, "CHECKS", dict(registry.load_all()))
+    judged = {}
+
+    @registry.check("declares_export", column=998, tolerance="export")
+    def declares_export(case):
+        judged["declares_export"] = registry.declared_tolerance(case)
+        return {}
+
+    @registry.check("declares_none", column=999)
+    def declares_none(case):
+        judged["declares_none"] = registry.declared_tolerance(case)
+        return {}
+
+    case = SimpleNamespace(dtype=torch.float32, backend="inductor", seed=0)
+    assert run_check("declares_export", case).verdict == "pass"
+    assert run_check("declares_none", case).verdict == "pass"
+    assert judged == {"declares_export": tolerances.tolerance("float32", "export"),
+                      "declares_none": tolerances.tolerance("float32", "inductor")}
+    with pytest.raises(RuntimeError, match="outside a running check"):
+        registry.declared_tolerance(case)
+
+
+LOOKUP = re.compile(r"\.tol\(|tolerances\.tolerance\(|from conformance\.tolerances import [^\n]*\btolerance\b")
+
+
+def test_a_check_asks_for_its_declared_tolerance_and_looks_up_no_other():
+    """`registry.declared_tolerance` is the one lookup of the checks (a check never names a backend's tolerance
+    in its body beside its declaration)."""
+    checks = Path(registry.__file__).resolve().parents[1]
+    looking = sorted(str(path.relative_to(checks)) for path in checks.rglob("*.py") if LOOKUP.search(path.read_text()))
+    assert looking == ["common/registry.py"]
 
 
 def _envelope(cells: dict) -> dict:

@@ -22,12 +22,18 @@ Contract:
   eager backend: tracing, no code generation) and says whether it raised
   nothing: then dynamo traced fullgraph and the failure under the other
   backend is that backend's own.
+* `blame_backend(backend, failures, call)` is the step every compile check
+  takes with these: for each of a check's failures (exceptions, or None),
+  `backend_failure(exc, backend)` where the backend is to blame, else None.
+  The backend is to blame for a failure raised in it (`raised_in_backend`)
+  when it is not dynamo's own ``eager`` and `dynamo_alone(call)` holds;
+  `call` runs at most once, and not at all when no failure is a suspect.
 """
 
 from __future__ import annotations
 
 import traceback
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -116,3 +122,15 @@ def dynamo_alone(call: Callable[[str], object]) -> bool:
     finally:
         torch._dynamo.reset()
     return True
+
+
+def blame_backend(backend: str, failures: Sequence[BaseException | None],
+                  call: Callable[[str], object]) -> list[tuple[str, Fingerprint] | None]:
+    """Per failure, the backend's own reason and fingerprint where dynamo alone (`call`) compiles what failed,
+    else None (see the module)."""
+    if backend == "eager":  # dynamo's own backend generates no code: nothing after the trace to blame
+        return [None] * len(failures)
+    suspects = [exc is not None and raised_in_backend(exc) for exc in failures]
+    if not any(suspects) or not dynamo_alone(call):
+        return [None] * len(failures)
+    return [backend_failure(exc, backend) if suspect else None for exc, suspect in zip(failures, suspects)]

@@ -34,6 +34,7 @@ import torch
 
 from conformance.checks.common.compare import assert_close, judge_close, logits_of
 from conformance.checks.common.outcome import ContractViolation
+from conformance.checks.common.registry import declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import where
 
@@ -163,7 +164,7 @@ def export_forward(case, strict: bool) -> dict:
     reference_model = case.fresh_model().eval()
     with torch.no_grad():
         expected = logits_of(reference_model(**tensors, **constants, **fixed))
-    tol = case.tol("export")
+    tol = declared_tolerance(case)
     assert_close(first, expected, tol, "loaded program (first call)", metrics)
     assert_close(second, expected, tol, "loaded program (second call)", metrics)
     repeat = judge_close(second, first, tol, metrics, "repeat_diff")

@@ -62,6 +62,7 @@ from conformance.checks.common.compare import Closeness, assert_close, judge_clo
 from conformance.checks.common.export import split_inputs
 from conformance.checks.common.generation import single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.registry import declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, mask
 from conformance.reasons import where
 from conformance.tolerances import Tolerance
@@ -272,7 +273,7 @@ def export_forward(case, backend: str) -> dict:
         raise exporter_failure(exc, f"{backend} runner", metrics) from exc
     metrics["runner_seconds"] = round(time.perf_counter() - started, 3)
     reference = case.fresh_model().eval()
-    tol = case.tol("export")
+    tol = declared_tolerance(case)
     calls = [("sample", tensors, constants)]
     name, other = length_variant(case)
     if name is None:
@@ -468,7 +469,7 @@ def export_generation(case, backend: str, **backend_config: Any) -> dict:
         raise exporter_failure(exc, f"{backend} runners", metrics) from exc
     routed = RoutedModel(case.fresh_model().eval(), runners, backend, metrics)
     reference = case.fresh_model().eval()
-    tol = case.tol("export")
+    tol = declared_tolerance(case)
     started = time.perf_counter()
     numbers: list[str] = []  # the numerical verdicts while some submodule ran eagerly
     for label, request in requests:

@@ -18,8 +18,8 @@ Contract:
   logits or scores of two runs; default `tolerances.COMPARISON_METRICS`:
   `max_abs_diff` and its kin), and
   `tolerance` the backend whose tolerance applies (`conformance.tolerances`;
-  None: the run's backend), so that a reader of a run file can prove that no
-  passing cell records a comparison beyond its tolerance
+  None: the backend the cell runs under), so that a reader of a run file can
+  prove that no passing cell records a comparison beyond its tolerance
   (`conformance.report.truth`); `requires` names the packages (import names)
   the check needs beyond the suite's own dependencies and `extra` the pip
   extra that installs them (an optional column:
@@ -28,6 +28,12 @@ Contract:
   ``opt_in="dynamic"``; the group's name is also its tox env, ``tox -e
   dynamic``). Registering another function under an id already taken by a
   different module raises ValueError.
+* `declared_tolerance(case)` is the `Tolerance` the running check judges
+  with, the one place a check asks for it: `tolerances.tolerance` at the
+  case's dtype for the backend its `check(tolerance=...)` names, else the
+  case's backend. It answers while a check runs (`Check.run`, what
+  `run_check` calls); anywhere else it raises RuntimeError (a helper used
+  outside a check takes its tolerance as an argument).
 * `Check.missing()` is the required packages not installed here (no import:
   `importlib.util.find_spec` of the top-level name); `unavailable(id)` says
   in one line why a check cannot run here (the missing packages and the
@@ -57,11 +63,13 @@ Registering is all a new check needs: the run generates its test
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.util
 import inspect
 import pkgutil
 import sys
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Callable
 
@@ -70,6 +78,7 @@ from conformance import tolerances
 CHECKS: dict[str, "Check"] = {}
 CHECKS_PACKAGE = "conformance.checks"
 _loaded = False
+_running: ContextVar[str | None] = ContextVar("running_check", default=None)  # the id of the check running
 
 
 @dataclass(frozen=True)
@@ -80,7 +89,7 @@ class Check:
     observes: tuple[str, ...] = ()
     lists: tuple[str, str] | None = None  # (metric, what its value says)
     compares: tuple[str, ...] = tolerances.COMPARISON_METRICS  # metrics asserted within the tolerance
-    tolerance: str | None = None  # the backend whose tolerance applies; None: the run's
+    tolerance: str | None = None  # the backend whose tolerance applies; None: the cell's own
     requires: tuple[str, ...] = ()  # packages (import names) beyond the suite's dependencies
     extra: str = ""  # the pip extra that installs them
     opt_in: str = ""  # the opt-in group (and tox env) of a column that runs only when --checks names it
@@ -113,13 +122,36 @@ def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: 
         existing = CHECKS.get(check_id)
         if existing is not None and existing.module != fn.__module__:
             raise ValueError(f"check id {check_id!r} is registered twice: {existing.module} and {fn.__module__}")
-        CHECKS[check_id] = Check(check_id, fn, column, tuple(observes), tuple(lists) if lists else None,
+        CHECKS[check_id] = Check(check_id, _running_as(check_id, fn), column, tuple(observes),
+                                 tuple(lists) if lists else None,
                                  tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
                                  tuple(requires), extra, opt_in)
         fn.check_id = check_id
         return fn
 
     return decorate
+
+
+def _running_as(check_id: str, fn: Callable[..., dict]) -> Callable[..., dict]:
+    """`fn`, which while it runs is the running check `check_id` (what `declared_tolerance` answers for)."""
+    @functools.wraps(fn)
+    def run(case) -> dict:
+        running = _running.set(check_id)
+        try:
+            return fn(case)
+        finally:
+            _running.reset(running)
+
+    return run
+
+
+def declared_tolerance(case) -> tolerances.Tolerance:
+    """The tolerance the running check judges `case` with: its declared backend's (`check(tolerance=...)`), else
+    the case's, at the case's dtype. RuntimeError outside a running check."""
+    check_id = _running.get()
+    if check_id is None:
+        raise RuntimeError("declared_tolerance() asked outside a running check: pass the tolerance in instead")
+    return tolerances.tolerance(str(case.dtype), CHECKS[check_id].tolerance or case.backend)
 
 
 def load_all() -> dict[str, Check]:

@@ -10,15 +10,16 @@
 | `error` | the harness could not set the cell up (a gap of the suite) |
 | `timeout` | the cell ran past its time limit |
 
-A check itself only ever says pass, fail or skip (`RAW`); the harness adds
-error and timeout; the gate turns a listed failure into xfail and a listed
-pass into xpass. Torch-free.
+A check, run, says pass, fail, skip, or error (it could not set itself up,
+or the suite's own code raised: `conformance.checks.common.outcome`); the
+harness adds error (the tiny model could not be built) and timeout. These
+are a cell's raw verdicts (`raw`); the gate turns a listed failure into
+xfail and a listed pass into xpass. Torch-free.
 """
 
 from __future__ import annotations
 
 VERDICTS = ("pass", "fail", "xfail", "xpass", "skip", "error", "timeout")
-RAW = ("pass", "fail", "skip")
 FAILING = ("fail", "error", "timeout")  # raw verdicts an expectation may list
 PASSING = ("pass", "xpass")
 

@@ -182,7 +182,7 @@ def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dic
     return {cache_kwarg(decoder): cache}
 
 
-@check("compile_decode", column=30, observes=("_can_compile_fullgraph",))
+@check("compile_decode", column=30, observes=("_can_compile_fullgraph",), backend_columns=True)
 def check_compile_decode(case: Case) -> dict:
     metrics: dict = {"graph_breaks": 0, "recompiles": 0}
     inputs = case.generate_inputs()

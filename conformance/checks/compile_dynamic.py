@@ -121,7 +121,7 @@ def _raised(exc: BaseException) -> Fingerprint:
     return Fingerprint("graph_break" if kind == "unsupported" else kind, where=where_of(exc), error=type(exc).__name__)
 
 
-@check("compile_dynamic", column=25, compares=("max_abs_diff",), opt_in="dynamic")
+@check("compile_dynamic", column=25, compares=("max_abs_diff",), opt_in="dynamic", backend_columns=True)
 def check_compile_dynamic(case: Case) -> dict:
     variants = case.variants()
     lengths = variants.lengths()

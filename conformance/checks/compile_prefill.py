@@ -88,7 +88,7 @@ def _compare(actual: torch.Tensor, expected: torch.Tensor, tol: Tolerance, metri
     return Attempt()
 
 
-@check("compile_prefill", column=20, observes=("_can_compile_fullgraph",))
+@check("compile_prefill", column=20, observes=("_can_compile_fullgraph",), backend_columns=True)
 def check_compile_prefill(case: Case) -> dict:
     metrics: dict = {}
     inputs = case.inputs()

@@ -1,8 +1,8 @@
 """The flow is the layout: each stage imports only the stages before it; readers stay light.
 
 Stages, in order (docs/design.md): the shared nouns at the package top
-(fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> build -> checks ->
-report -> select -> gate -> run -> tools. A module may import its own stage and any
+(columns, fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> build ->
+checks -> report -> select -> gate -> run -> tools. A module may import its own stage and any
 earlier one, at module level or inside a function; never a later one. (select, the classes a run
 checks, comes before the run and owes the gate nothing; it follows report only for the atomic writer
 its parse cache uses.)
@@ -19,8 +19,8 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
 STAGES = ("nouns", "discover", "build", "checks", "report", "select", "gate", "run", "tools")
-NOUNS = ("conformance", "conformance.fingerprints", "conformance.locations", "conformance.reasons",
-         "conformance.tolerances", "conformance.verdicts", "conformance.versions")
+NOUNS = ("conformance", "conformance.columns", "conformance.fingerprints", "conformance.locations",
+         "conformance.reasons", "conformance.tolerances", "conformance.verdicts", "conformance.versions")
 
 
 def stage_of(module: str) -> str | None:
@@ -116,7 +116,7 @@ def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
      "conformance.tools.flag_patch", "conformance.gate.expectations", "conformance.gate.update",
      "conformance.gate.ratchet", "conformance.fingerprints", "conformance.tools.cli",
      "conformance.verdicts", "conformance.tolerances", "conformance.reasons", "conformance.locations",
-     "conformance.versions"),
+     "conformance.versions", "conformance.columns"),
     ("conformance.run.plugin",),
 ])
 def test_readers_import_no_torch(modules):

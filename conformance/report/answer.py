@@ -22,15 +22,16 @@ Contracts:
 * `column_description(envelope, column)` is the one line that says what a
   column checks: `check_info[column]["description"]` (`registry.describe`,
   from the check's docstring), with the backend it compiled with for a
-  backend-dependent column, and why the run did not run it; "" when the run
-  file has no description (older than descriptions).
+  check with backend columns and for those columns (`conformance.columns`),
+  and why the run did not run it; "" when the run file has no description
+  (older than descriptions).
 
 Pure functions of the recorded cells and rows; torch-free.
 """
 
 from __future__ import annotations
 
-from conformance.report import envelope as report
+from conformance import columns
 from conformance.report import render
 from conformance.verdicts import passed
 
@@ -103,7 +104,7 @@ def column_description(envelope: dict, column: str) -> str:
     """One line: what `column` checks, under which backend, and why it was not run (see the module)."""
     info = (envelope.get("check_info") or {}).get(column) or {}
     text = str(info.get("description") or "").strip()
-    if text and (info.get("backend") or report.backend_dependent(info)):
-        text = f"{text.rstrip('.')} (backend {render.column_backend(envelope, column)})."
+    if text and (info.get("backend") or columns.has_backend_columns(info)):
+        text = f"{text.rstrip('.')} (backend {columns.backend_of(envelope, column)})."
     why = render.not_run_columns(envelope).get(column)
     return f"{text} Not run: {why}." if why and text else (f"Not run: {why}." if why else text)

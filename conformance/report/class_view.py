@@ -29,8 +29,8 @@ Pure functions of the run file; torch-free.
 
 from __future__ import annotations
 
-from conformance.report import envelope as report
-from conformance.report import findings, flag_advice, render
+from conformance import columns
+from conformance.report import findings, flag_advice
 from conformance.report.answer import answer, hidden_reason
 from conformance.verdicts import FAILING, raw
 
@@ -39,11 +39,11 @@ REASON_LIMIT = 220
 
 
 def path_of(envelope: dict, column: str) -> str:
-    check, _ = report.split_column(column)
+    check, _ = columns.split(column)
     if check == "build":
         return "eager forward"
     if check.startswith("compile_"):
-        return f"torch.compile (backend {render.column_backend(envelope, column)})"
+        return f"torch.compile (backend {columns.backend_of(envelope, column)})"
     if check in CACHE_CHECKS:
         return "generate with caches"
     if check == "export_onnx" or check.startswith("onnx_"):
@@ -77,7 +77,7 @@ def paths(envelope: dict) -> list[tuple[str, list[str]]]:
 def states(envelope: dict, name: str) -> list[str]:
     """The class's state on each path of `paths(envelope)`: works, partly, broken, nocheck, na or notrun."""
     cells = envelope["models"].get(name, {}).get("cells", {})
-    return [_state([answer(cells.get(c))[0] for c in columns]) for _, columns in paths(envelope)]
+    return [_state([answer(cells.get(c))[0] for c in ids]) for _, ids in paths(envelope)]
 
 
 def _cut(text: str, limit: int = REASON_LIMIT) -> str:

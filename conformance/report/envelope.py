@@ -21,11 +21,11 @@ Contracts:
   classes) and runs of other checks (an extra's environment, e.g. the ONNX
   columns) alike; a cell in two of them is an error; a run under another
   dynamo backend than the first file's (`--backend inductor`) joins as its
-  own columns, ``compile_prefill@inductor`` next to ``compile_prefill``
-  (`as_backend_columns`); the merged environment lists the merged runs
-  under ``runs`` (each one's command, created, suite commit: `runs_of`);
-  `envelope_from_parts` rebuilds an envelope from an interrupted run's part
-  files.
+  backend columns, ``compile_prefill@inductor`` next to ``compile_prefill``
+  (`as_backend_columns`, `conformance.columns`); the merged environment
+  lists the merged runs under ``runs`` (each one's command, created, suite
+  commit: `runs_of`); `envelope_from_parts` rebuilds an envelope from an
+  interrupted run's part files.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ import platform
 from pathlib import Path
 from typing import Any, Iterable
 
-from conformance import locations
+from conformance import columns, locations
 from conformance.report import provenance
 from conformance.report.io import read_records
 from conformance.verdicts import VERDICTS
@@ -52,8 +52,6 @@ ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
 # Cell fields a record carries where they apply: the listed verdict of a cell the expectations list, the raw
 # verdict when the gate changed it, why a listed cell is not xfail, what failed and where.
 CELL_EXTRAS = ("expected", "observed", "gate", "fingerprint")
-# `compile_prefill@inductor`: a backend-dependent check's column from a run under another backend.
-BACKEND_SEPARATOR = "@"
 # Name of an optional file in a parts directory holding the run's environment.
 PARTS_ENVIRONMENT = "environment.json"
 
@@ -221,9 +219,9 @@ def _ordered_checks(lists: Iterable[Iterable[str]], check_info: dict) -> list[st
     for checks in lists:
         for check_id in checks:
             seen.setdefault(check_id, None)
-    columns = {c: (check_info.get(c) or {}).get("column") for c in seen}
-    if all(isinstance(column, int) for column in columns.values()):
-        return sorted(seen, key=lambda c: columns[c])
+    numbers = {c: (check_info.get(c) or {}).get("column") for c in seen}
+    if all(isinstance(number, int) for number in numbers.values()):
+        return sorted(seen, key=lambda c: numbers[c])
     return list(seen)
 
 
@@ -301,44 +299,28 @@ def runs_of(envelope: dict, source: str) -> list[dict]:
              "suite": (envelope.get("suite") or {}).get("commit", "")}]
 
 
-def backend_dependent(check_info: dict) -> bool:
-    """Whether a check's verdict depends on the run's dynamo backend: it compares within the run's backend
-    tolerance (`check_info` names no fixed `tolerance`: the compile checks), so it compiled with that backend."""
-    return bool(check_info.get("compares")) and not check_info.get("tolerance")
-
-
-def backend_column(check_id: str, backend: str) -> str:
-    return f"{check_id}{BACKEND_SEPARATOR}{backend}"
-
-
-def split_column(column: str) -> tuple[str, str]:
-    """(check id, backend) of a column: ``compile_prefill@inductor`` -> (compile_prefill, inductor); a plain
-    check id has backend ''."""
-    check_id, _, backend = column.partition(BACKEND_SEPARATOR)
-    return check_id, backend
-
-
 def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
-    """A run under another dynamo backend, as columns that sit next to the main run's: each backend-dependent
-    check `c` becomes `c@<backend>` (check_info says `backend`; its column just after `c`'s), the others (build,
-    export) are dropped (the main run has them), and its environment is the main run's backend with this run's
-    under `environment.backends` (its command, or the run file's name: never a path). Raises EnvelopeError when
-    the run has no backend-dependent column."""
+    """A run under another dynamo backend, as columns that sit next to the main run's: each check that has
+    backend columns (`columns.has_backend_columns`) `c` becomes `columns.column_id(c, backend)` (check_info
+    says `backend`; its column number `columns.number` of `c`'s), the others (build, export) are dropped (the
+    main run has them), and its environment is the main run's backend with this run's under
+    `environment.backends` (its command, or the run file's name: never a path). Raises EnvelopeError when the
+    run has no check with backend columns."""
     env = envelope["environment"]
     backend = env.get("backend") or "?"
     info = envelope.get("check_info") or {}
-    keep = [c for c in envelope["checks"] if backend_dependent(info.get(c) or {})]
+    keep = [c for c in envelope["checks"] if columns.has_backend_columns(info.get(c) or {})]
     if not keep:
         raise EnvelopeError(f"{source}: a run under backend {backend!r} (the first run file's is {main_backend!r}) "
                             "with no check that depends on the backend; merge runs of one backend, or pass the "
                             "compile columns' run (--checks compile_prefill,compile_decode --backend "
                             f"{backend})")
-    renamed = {c: backend_column(c, backend) for c in keep}
+    renamed = {c: columns.column_id(c, backend) for c in keep}
     check_info = {}
     for check_id, new in renamed.items():
         entry = dict(info[check_id], backend=backend)
         if isinstance(entry.get("column"), int):
-            entry["column"] += 1
+            entry["column"] = columns.number(entry["column"])
         check_info[new] = entry
     models = {}
     for name, row in envelope["models"].items():

@@ -34,26 +34,21 @@ run file older than fingerprints is read by the markers of its reason
 compiler's.
 
 Several runs (of one transformers version): a flag whose observation depends
-on the dynamo backend (`BACKEND_FLAGS`) is decided by a run whose
-`environment.backend` is inductor where that run observed the class, else by
-the first run given; every other flag by the first run that observed the
-class. Each advice names the backend and the run file it is from. Torch-free.
+on the dynamo backend (`columns.BACKEND_FLAGS`) is decided by a run whose
+`environment.backend` is `columns.PREFERRED_BACKEND` (inductor) where that
+run observed the class, else by the first run given; every other flag by
+the first run that observed the class. Each advice names the backend and
+the run file it is from. Torch-free.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from conformance.columns import BACKEND_FLAGS, PREFERRED_BACKEND, backend_of
 from conformance.fingerprints import DATA_DEPENDENT
 from conformance.report.findings import cause_of
-from conformance.report.render import (
-    BACKEND_FLAGS,
-    PREFERRED_BACKEND,
-    column_backend,
-    flag_checks,
-    flag_disagreements,
-    observing_cells,
-)
+from conformance.report.render import flag_checks, flag_disagreements, observing_cells
 from conformance.verdicts import raw
 
 ACTIONS = ("set", "ambiguous", "unobserved", "agrees", "undeclared")
@@ -169,7 +164,7 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
             evidence = _evidence(cells)
             if all(e.raw == "skip" for e in evidence):  # no cell, or none applies: nothing observed
                 continue
-            backend = column_backend(envelope, evidence[0].check)
+            backend = backend_of(envelope, evidence[0].check)
             declared = row.get("declared", {}).get(flag)
             cause = ""
             if flag not in row.get("declared", {}):

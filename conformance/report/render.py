@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from conformance import columns
 from conformance.verdicts import VERDICTS, passed
 
 START_MARKER = "<!-- matrix:start -->"
@@ -56,9 +57,7 @@ KNOWN_ERROR = ("🚧", "known harness gap: the suite could not build the model o
 # No cell: the run did not include it (e.g. an optional column whose extra was not installed, an opt-in column).
 # Not a verdict.
 NOT_RUN = ("⬜", "not run (not in this run, e.g. an optional column whose extra was not installed: see the summary)")
-FAILING = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
-BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with
-PREFERRED_BACKEND = "inductor"  # what users compile with: where a class has its columns, they decide BACKEND_FLAGS
+DID_NOT_HOLD = ("fail", "xfail", "timeout")  # a check that ran and did not hold (error: never ran)
 
 
 REASON_LIMIT = 1000
@@ -102,7 +101,7 @@ def environment_line(envelope: dict) -> str:
     env = envelope["environment"]
     device = env["device"] + (f" ({env['device_name']})" if env.get("device_name") else "")
     date = str(envelope.get("created", ""))[:10]
-    others = "".join(f" (columns `@{b}`: backend {b})" for b in env.get("backends") or {})
+    others = "".join(f" (columns `{columns.suffix(b)}`: backend {b})" for b in env.get("backends") or {})
     return (f"transformers {env['transformers']} · torch {env['torch']} · device {device} · "
             f"dtype {env['dtype']} · backend {env['backend']}{others} · {date}")
 
@@ -205,23 +204,11 @@ def listed_metrics(envelope: dict) -> dict[str, tuple[str, str]]:
             for c in envelope["checks"] if (info.get(c) or {}).get("lists")}
 
 
-def column_backend(envelope: dict, check_id: str) -> str:
-    """The dynamo backend a column ran under: its own (`compile_prefill@inductor`), else the run's."""
-    return ((envelope.get("check_info") or {}).get(check_id) or {}).get("backend") or \
-        envelope["environment"].get("backend", "")
-
-
 def observing_cells(envelope: dict, row: dict, flag: str, checks) -> dict[str, dict]:
-    """The cells of `checks` that decide `flag` for one class. A flag whose observation depends on the backend
-    (`BACKEND_FLAGS`) is decided by the `PREFERRED_BACKEND` columns where the class has one that applies (what
-    users compile with), else by the other columns (the eager trace: an inductor failure stays unseen)."""
+    """The cells of `checks` that decide `flag` for one class (`columns.deciding_cells`: for a flag whose
+    observation depends on the backend, the preferred backend's columns where the class has one that applies)."""
     cells = {c: row["cells"][c] for c in checks if c in row["cells"]}
-    if flag not in BACKEND_FLAGS:
-        return cells
-    preferred = {c: cell for c, cell in cells.items() if column_backend(envelope, c) == PREFERRED_BACKEND}
-    if any(cell["verdict"] != "skip" for cell in preferred.values()):
-        return preferred
-    return {c: cell for c, cell in cells.items() if c not in preferred}
+    return columns.deciding_cells(envelope, flag, cells)
 
 
 class Disagreement(NamedTuple):
@@ -254,7 +241,7 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
             observed = {c: cell["verdict"] for c, cell in cells.items()}
             if declared[flag]:
                 failing = [(c, cell.get("reason", "")) for c, cell in cells.items()
-                           if cell["verdict"] in FAILING or (cell["verdict"] == "xpass" and not passed(cell))]
+                           if cell["verdict"] in DID_NOT_HOLD or (cell["verdict"] == "xpass" and not passed(cell))]
                 if failing:
                     overclaimed.append(Disagreement(name, flag, declared[flag], observed, failing[0]))
             elif any(passed(c) for c in cells.values()) and all(passed(c) or c["verdict"] == "skip"
@@ -279,10 +266,11 @@ def declared_section(envelope: dict) -> list[str]:
     if not flag_checks(envelope):
         return lines + ["This run file does not say which of its checks observe a declared flag (no `check_info`): "
                         "nothing to compare.", ""]
-    if any(column_backend(envelope, c) == PREFERRED_BACKEND for c in envelope["checks"]):
-        lines += [f"`{', '.join(BACKEND_FLAGS)}` is judged by the `@{PREFERRED_BACKEND}` columns where a class has "
-                  f"them (what users compile with: {PREFERRED_BACKEND} can fail where dynamo's eager trace passes), "
-                  "else by the eager columns.", ""]
+    preferred = columns.PREFERRED_BACKEND
+    if any(columns.backend_of(envelope, c) == preferred for c in envelope["checks"]):
+        lines += [f"`{', '.join(columns.BACKEND_FLAGS)}` is judged by the `{columns.suffix(preferred)}` columns where "
+                  f"a class has them (what users compile with: {preferred} can fail where dynamo's eager trace "
+                  "passes), else by the eager columns.", ""]
     overclaimed, underclaimed = disagreements(envelope)
     if not overclaimed and not underclaimed:
         return lines + ["Every declared flag agrees with what the checks observed.", ""]

@@ -40,7 +40,7 @@ import torch
 
 from conformance.fingerprints import mask
 from conformance.report import findings, repro_parts, repro_report
-from conformance.report.envelope import split_column
+from conformance.columns import split as split_column
 from conformance.report.repro_steps import Context, NoTemplate, Steps, template_for
 from conformance.report.repro_values import Inputs, literal
 

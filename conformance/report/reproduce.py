@@ -12,7 +12,7 @@ and check (the HTML page fills them in). Torch-free.
 
 from __future__ import annotations
 
-from conformance.report.envelope import split_column
+from conformance.columns import split as split_column
 
 MATRIX_TESTS = "conformance/test_matrix.py"  # where the run generates every check's test (conformance.run.cells)
 MODEL, CHECK = "{model}", "{check}"

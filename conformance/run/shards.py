@@ -5,9 +5,10 @@ Contract:
 * `estimates(envelope, checks, backend)` gives each class of a run's
   envelope (the published matrix) its expected seconds: the sum of the
   seconds of its cells in the columns a run of `checks` under `backend`
-  fills (``<check>@<backend>`` where the envelope has that column, else
-  ``<check>``; all columns when `checks` is None), so that columns the run
-  does not run (another backend's, opt-in, optional) do not weigh; a class
+  fills (the backend column ``<check>@<backend>``, `columns.column_id`,
+  where the envelope has that column, else ``<check>``; all columns when
+  `checks` is None), so that columns the run does not run (another
+  backend's, opt-in, optional) do not weigh; a class
   with no cell in those columns has no estimate (a column never published
   gives none: the split is then by name, not every class in share 1).
 * `published_estimates(checks=None, backend="eager")` reads them from the published
@@ -39,7 +40,7 @@ import zlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance import locations
+from conformance import columns, locations
 from conformance.report import envelope as report
 
 PUBLISHED = locations.PUBLISHED_MATRIX
@@ -67,7 +68,7 @@ def parse(spec: str) -> tuple[int, int]:
 def _run_cells(cells: dict, checks, backend: str) -> list[dict]:
     if checks is None:
         return list(cells.values())
-    found = (cells.get(f"{check}@{backend}") or cells.get(check) for check in checks)
+    found = (cells.get(columns.column_id(check, backend)) or cells.get(check) for check in checks)
     return [cell for cell in found if cell]
 
 

@@ -35,7 +35,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from conformance import locations
+from conformance import columns, locations
 from conformance.gate import merge_base
 from conformance.report import envelope as report
 from conformance.report import io
@@ -202,7 +202,7 @@ def gate_record(joblist: dict, envelope: dict, notes: list[dict], base: dict | N
     """`gate_run` of the envelope: what the gate ran, and what of the published matrix it did not, with why."""
     ran = [c for c in envelope["checks"] if c not in envelope.get("not_run", {})]
     published = published_columns()
-    groups = {report.backend_column(c, g.backend) if g.backend != "eager" else c: g.name
+    groups = {columns.column_id(c, g.backend) if g.backend != "eager" else c: g.name
               for g in joblists.column_groups() for c in g.checks}
     listed = {**joblist["versions"][0]["not_run"], **envelope.get("not_run", {})}
     not_run = {c: listed.get(c) or (f"its group {groups[c]} is not in this gate run (--groups)" if c in groups

@@ -4,8 +4,8 @@ Contracts:
 
 * `column_groups(checks)` is the matrix's column groups, from the registry:
   ``plain`` (every check that is neither opt-in nor optional), one per
-  dynamo backend of `BACKENDS` (the plain checks whose verdict depends on the
-  backend, `report.envelope.backend_dependent`: ``--backend inductor
+  dynamo backend of `BACKENDS` (the plain checks that declare backend
+  columns, `conformance.columns`: ``--backend inductor
   --checks compile_prefill,compile_decode``), one per opt-in group
   (``dynamic``: ``--checks compile_dynamic,export_dynamic``) and one per
   extra (``onnx``, ``executorch``: the checks that extra installs). With
@@ -74,13 +74,12 @@ class Group:
 
 def column_groups(checks: list[str] | None = None) -> list[Group]:
     """The column groups of the matrix, from the registry (see the module's contract)."""
-    from conformance.checks.common.registry import describe, load_all
+    from conformance.checks.common.registry import load_all
 
     specs = list(load_all().values())
     plain = tuple(c.id for c in specs if not c.opt_in and not c.extra)
-    info = describe(plain)
     found = [Group("plain", plain)]
-    found += [Group(b, tuple(c for c in plain if report.backend_dependent(info[c])), backend=b) for b in BACKENDS]
+    found += [Group(b, tuple(c.id for c in specs if c.id in plain and c.backend_columns), backend=b) for b in BACKENDS]
     for name in dict.fromkeys(c.opt_in for c in specs if c.opt_in and not c.extra):
         found.append(Group(name, tuple(c.id for c in specs if c.opt_in == name and not c.extra), opt_in=name))
     for extra in dict.fromkeys(c.extra for c in specs if c.extra):

@@ -93,6 +93,7 @@ class Check:
     requires: tuple[str, ...] = ()  # packages (import names) beyond the suite's dependencies
     extra: str = ""  # the pip extra that installs them
     opt_in: str = ""  # the opt-in group (and tox env) of a column that runs only when --checks names it
+    backend_columns: bool = False  # a column per other dynamo backend merged in (`conformance.columns`)
 
     @property
     def module(self) -> str:
@@ -113,7 +114,7 @@ class NotInstalled(RuntimeError):
 
 def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: tuple[str, str] | None = None,
           compares: tuple[str, ...] | None = None, tolerance: str | None = None, requires: tuple[str, ...] = (),
-          extra: str = "", opt_in: str = ""):
+          extra: str = "", opt_in: str = "", backend_columns: bool = False):
     """Register a check function under its stable id."""
     if extra and not requires:
         raise ValueError(f"check {check_id!r}: `extra` names how to install what `requires` lists; give both")
@@ -125,7 +126,7 @@ def check(check_id: str, *, column: int, observes: tuple[str, ...] = (), lists: 
         CHECKS[check_id] = Check(check_id, _running_as(check_id, fn), column, tuple(observes),
                                  tuple(lists) if lists else None,
                                  tolerances.COMPARISON_METRICS if compares is None else tuple(compares), tolerance,
-                                 tuple(requires), extra, opt_in)
+                                 tuple(requires), extra, opt_in, backend_columns)
         fn.check_id = check_id
         return fn
 

@@ -40,20 +40,7 @@ from conformance.gate.expectations import (
 )
 from conformance.report.envelope import EnvelopeError, load_envelope
 from conformance.report.io import write_text_atomic
-from conformance.verdicts import FAILING
-
-
-def raw_verdict(cell: dict, listed: Expectation | None) -> str:
-    """What the check itself said: `observed` when the gate changed it, else the verdict (an old run's
-    xfail: the verdict listed before, else the run's `expected`, else fail)."""
-    if cell.get("observed"):
-        return cell["observed"]
-    verdict = cell.get("verdict", "")
-    if verdict == "xfail":
-        if listed is not None:
-            return listed.verdict
-        return cell["expected"] if cell.get("expected") in FAILING else "fail"
-    return verdict
+from conformance.verdicts import FAILING, raw
 
 
 def _target(envelope: dict, run: dict, path: Path | None) -> ExpectationsFile:
@@ -101,8 +88,8 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
         for check_id, cell in (row.get("cells") or {}).items():
             key = (model, check_id)
             old = file.cells.get(key)
-            raw = raw_verdict(cell, old)
-            if raw not in FAILING:
+            verdict = raw(cell, old.verdict if old else None)
+            if verdict not in FAILING:
                 updated.pop(key, None)
                 continue
             try:
@@ -111,8 +98,8 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
                 raise ExpectationsError(f"{run_path}: cell {model} / {check_id}: fingerprint: {exc}") from None
             changed = old is not None and None not in (old.fingerprint, fingerprint) and old.fingerprint != fingerprint
             reason = old.reason if old is not None and not changed else (" ".join(str(cell.get("reason", "")).split())
-                                                                         or f"{raw} (no reason recorded)")
-            updated[key] = Expectation(model, check_id, raw, reason, old.link if old else "", fingerprint,
+                                                                         or f"{verdict} (no reason recorded)")
+            updated[key] = Expectation(model, check_id, verdict, reason, old.link if old else "", fingerprint,
                                        old.conditions if old else {})
     write_text_atomic(file.path, dumps(ExpectationsFile(file.path, file.conditions, updated)))
     return file.path

@@ -157,6 +157,15 @@ def test_a_run_applies_the_file_under_its_own_conditions(tmp_path):
     assert gate.load_for_run(gate.run_conditions("cuda", "float32", "inductor", "2.13.0"), path).sources == ()
 
 
+def test_each_release_keeps_its_expectations_in_one_file():
+    """One entry a cell in the version's file: no file of other conditions beside it, and every packaged file
+    parses (each entry's overrides consistent with it)."""
+    files = sorted(gate.EXPECTATIONS_DIR.glob("*.toml"))
+    assert files and all("-" not in path.stem for path in files), [p.name for p in files]
+    for path in files:
+        gate.read(path)
+
+
 def test_missing_file_means_no_expectations(tmp_path):
     assert gate.load(tmp_path / "absent.toml") == {}
 
@@ -570,6 +579,8 @@ def test_default_path_falls_back_to_the_newest_older_release(tmp_path, monkeypat
 
 
 def test_every_file_of_a_release_is_considered(tmp_path, monkeypatch):
+    """A release keeps one file (`test_each_release_keeps_its_expectations_in_one_file`), but a file of its own
+    beside it, given by hand, is read too."""
     monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path)
     for name in ("5.23.toml", "5.24.toml", "5.24-cuda-bfloat16-inductor.toml"):
         (tmp_path / name).write_text("")

@@ -31,13 +31,16 @@ def passed(cell: dict) -> bool:
     return verdict == "pass" or (verdict == "xpass" and cell.get("observed", "pass") == "pass")
 
 
-def raw(cell: dict) -> str:
+def raw(cell: dict, listed: str | None = None) -> str:
     """What the check itself said of a recorded cell: `observed` where the gate changed the verdict, else the
-    verdict; a run file older than `observed`: an xfail's listed `expected` (else fail), an xpass's pass."""
+    verdict; a run file older than `observed`: an xfail's `listed` verdict (the one its expectation lists now,
+    where the caller knows it), else its recorded `expected`, else fail; an xpass's pass."""
     verdict = cell.get("verdict", "")
     if cell.get("observed"):
         return cell["observed"]
     if verdict == "xfail":
+        if listed is not None:
+            return listed
         return cell["expected"] if cell.get("expected") in FAILING else "fail"
     if verdict == "xpass":
         return "pass"

@@ -2,23 +2,32 @@
 
 Contract of `update_expectations(run_path, path=None) -> Path`:
 
-* the run's conditions (device, dtype, backend) choose the file: `path`, or
-  the run's version's file whose conditions match the run, or a new one
-  (``<major.minor>.toml`` for the default conditions cpu/float32/eager,
-  ``<major.minor>-<device>-<dtype>-<backend>.toml`` otherwise), written with
-  those conditions; a given file measured under other conditions is an
-  `ExpectationsError` (one line);
+* the file: `path`, else the run's version's file whose ``[conditions]``
+  match the run, else the version's ``<major.minor>.toml``; a file that does
+  not exist yet is written with the run's device, dtype and backend as its
+  ``[conditions]``;
+* the run's conditions (device, dtype, backend: the keys the file's
+  conditions name) choose which part of each entry it rewrites
+  (`conformance.gate.rewrite.recorded`): an inductor run changes what the
+  entries say under inductor, an eager run what they say under eager, and
+  nothing else; one entry a cell, never a second;
 * cells of the run whose raw verdict failed (fail, error, timeout: also
   behind an xfail, an xpass "improved" or a "failure changed") are listed
-  with the run's fingerprint; cells that passed or were skipped are removed;
-  cells the run did not cover are kept as they were;
-* reasons and links already written for a cell are kept (people edit them);
-  new cells get the run's one-line reason, and so does a listed cell whose
-  failure changed (the run's fingerprint differs from the listed one: the
-  kept reason would describe the old failure);
+  under the run's conditions with the run's fingerprint; cells that passed
+  or were skipped are no longer listed under them; cells the run did not
+  cover are kept as they were;
+* reasons and links already written for a cell are kept (people edit
+  them): those under the run's conditions, else, for a cell listed under
+  other conditions only, the entry's own where the run's fingerprint is the
+  entry's (the same failure); new cells get the run's
+  one-line reason, and so does a listed cell whose failure changed (the
+  run's fingerprint differs from the listed one: the kept reason would
+  describe the old failure);
 * entries are sorted by model then check, and the file is written
   atomically. A published matrix that merged another backend's columns
-  (`compile_prefill@inductor`) is refused: each backend's run updates its own file. An unusable run file raises ExpectationsError (one line).
+  (`compile_prefill@inductor`) is refused: each backend's run updates from
+  its own run file. An unusable run file, or an entry the grammar cannot
+  write after the change (`recorded`), raises ExpectationsError (one line).
 """
 
 from __future__ import annotations
@@ -26,56 +35,37 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance.fingerprints import Fingerprint, FingerprintError
+from conformance.gate.conditions import matches
 from conformance.gate.expectations import (
-    DEFAULT_CONDITIONS,
     Expectation,
     ExpectationsError,
     ExpectationsFile,
     dumps,
     files_for,
-    matches,
     path_for_version,
     read,
     run_conditions,
 )
 from conformance.report.envelope import EnvelopeError, load_envelope
+from conformance.gate.rewrite import recorded, same
 from conformance.report.io import write_text_atomic
-from conformance.verdicts import FAILING
-
-
-def raw_verdict(cell: dict, listed: Expectation | None) -> str:
-    """What the check itself said: `observed` when the gate changed it, else the verdict (an old run's
-    xfail: the verdict listed before, else the run's `expected`, else fail)."""
-    if cell.get("observed"):
-        return cell["observed"]
-    verdict = cell.get("verdict", "")
-    if verdict == "xfail":
-        if listed is not None:
-            return listed.verdict
-        return cell["expected"] if cell.get("expected") in FAILING else "fail"
-    return verdict
+from conformance.verdicts import FAILING, raw
 
 
 def _target(envelope: dict, run: dict, path: Path | None) -> ExpectationsFile:
     if path is not None:
         path = Path(path)
-        if not path.exists():
-            return ExpectationsFile(path, _file_conditions(run), {})
-        file = read(path)
-        if not matches(file.conditions, run):
-            raise ExpectationsError(f"{path}: measured under {file.conditions}, but the run was {run}; pass a file "
-                                    "of the run's conditions (or a new path) with --file")
-        return file
+        return read(path) if path.exists() else ExpectationsFile(path, _file_conditions(run), {})
     version = envelope["environment"].get("transformers", "")
     if version.count(".") < 1:
         raise ExpectationsError("the run file names no transformers version; pass the expectations file with --file")
-    for candidate in files_for(version):
+    main = path_for_version(version)
+    own = [candidate for candidate in files_for(version) if candidate.stem.split("-", 1)[0] == main.stem]
+    for candidate in sorted(own, key=lambda candidate: candidate != main):
         file = read(candidate)
-        if matches(file.conditions, run) and candidate.stem.split("-", 1)[0] == ".".join(version.split(".")[:2]):
+        if matches(file.conditions, run):
             return file
-    conditions = _file_conditions(run)
-    name = "" if conditions == DEFAULT_CONDITIONS else "-".join(conditions.values())
-    return ExpectationsFile(path_for_version(version, name), conditions, {})
+    return read(main) if main.exists() else ExpectationsFile(main, _file_conditions(run), {})
 
 
 def _file_conditions(run: dict) -> dict:
@@ -100,19 +90,35 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
     for model, row in envelope["models"].items():
         for check_id, cell in (row.get("cells") or {}).items():
             key = (model, check_id)
-            old = file.cells.get(key)
-            raw = raw_verdict(cell, old)
-            if raw not in FAILING:
-                updated.pop(key, None)
+            entry = file.cells.get(key)
+            old = entry.resolved(run) if entry is not None and any(matches(t, run) for t in file.holds(entry)) \
+                else None
+            value = _listed(cell, old, old or entry, key, run_path)
+            if old is None and value is None or None not in (old, value) and same(old, value):
                 continue
-            try:
-                fingerprint = Fingerprint.from_data(cell["fingerprint"]) if cell.get("fingerprint") else None
-            except FingerprintError as exc:
-                raise ExpectationsError(f"{run_path}: cell {model} / {check_id}: fingerprint: {exc}") from None
-            changed = old is not None and None not in (old.fingerprint, fingerprint) and old.fingerprint != fingerprint
-            reason = old.reason if old is not None and not changed else (" ".join(str(cell.get("reason", "")).split())
-                                                                         or f"{raw} (no reason recorded)")
-            updated[key] = Expectation(model, check_id, raw, reason, old.link if old else "", fingerprint,
-                                       old.conditions if old else {})
+            edited = recorded(file.conditions, entry, run, value, f"{file.path}: cell {model} / {check_id}")
+            if edited is None:
+                updated.pop(key, None)
+            else:
+                updated[key] = edited
     write_text_atomic(file.path, dumps(ExpectationsFile(file.path, file.conditions, updated)))
     return file.path
+
+
+def _listed(cell: dict, old: Expectation | None, written: Expectation | None, key: tuple[str, str],
+            run_path) -> Expectation | None:
+    """What the expectations should list for a run's `cell` under the run's conditions (None: nothing); `old`:
+    what they list there now, `written`: the reason and link to keep (`old`, else the entry's own fields)."""
+    verdict = raw(cell, old.verdict if old else None)
+    if verdict not in FAILING:
+        return None
+    try:
+        fingerprint = Fingerprint.from_data(cell["fingerprint"]) if cell.get("fingerprint") else None
+    except FingerprintError as exc:
+        raise ExpectationsError(f"{run_path}: cell {key[0]} / {key[1]}: fingerprint: {exc}") from None
+    changed = written is not None and (written.fingerprint != fingerprint if old is None else
+                                       None not in (old.fingerprint, fingerprint) and old.fingerprint != fingerprint)
+    reason = written.reason if written is not None and not changed else (
+        " ".join(str(cell.get("reason", "")).split()) or f"{verdict} (no reason recorded)")
+    link = written.link if written is not None and (old is not None or not changed) else ""  # another failure: none
+    return Expectation(key[0], key[1], verdict, reason, link, fingerprint)

@@ -1,4 +1,5 @@
-"""Meta tests of the gate: the expectations file format and its conditions, the update command, the real plugin.
+"""Meta tests of the gate: the expectations file format, its conditions and overrides, the update command, the
+real plugin.
 
 The `pytester` tests run the real plugin on real tiny models (a few seconds
 each): one injects a regression and checks that exactly that cell turns red;
@@ -70,6 +71,101 @@ def test_bad_file_is_one_clear_line(text, message):
     assert "\n" not in str(info.value) and "5.24.toml" in str(info.value)
 
 
+BOTH = GOOD + 'conditions = { backend = ["eager", "inductor"] }\n'
+INDUCTOR = 'backend = "inductor"\n'
+
+
+@pytest.mark.parametrize("text, message", [
+    # two entries for the same cell and condition, or for the same cell under other conditions: one entry a cell
+    (GOOD + 'conditions = { backend = "inductor" }\n' + GOOD + 'conditions = { backend = "inductor" }\n',
+     "cell #2: cell LlavaForConditionalGeneration / compile_prefill is listed twice; keep one entry a cell"),
+    (GOOD + GOOD + 'conditions = { backend = "inductor" }\n', "listed twice; keep one entry a cell, with what "
+     "differs under other conditions in its [[cell.when]] tables"),
+    # a condition on an unknown key
+    (GOOD + 'conditions = { gpu = "h100" }\n', "cell #1: unknown condition 'gpu'; known: device, dtype, backend, torch"),
+    (GOOD + 'conditions = [{}, { device = "cuda", gpu = "h100" }]\n', "cell #1 conditions #2: unknown condition 'gpu'"),
+    (GOOD + 'conditions = [{ backend = "inductor" }, { backend = ["eager", "inductor"] }]\n',
+     "cell #1: conditions #1 and #2 both hold under device cpu, dtype float32, backend inductor; keep each run in one"),
+    (GOOD + 'conditions = []\n', "cell #1: conditions is an empty list"),
+    (BOTH + '[[cell.when]]\ngpu = "h100"\nreason = "r"\n', "[[cell.when]] #1 has unknown key 'gpu'; a condition is "
+     "one of device, dtype, backend, torch, an override one of verdict, reason, link, fingerprint"),
+    (BOTH + '[[cell.when]]\nbackend = 3\nreason = "r"\n', "condition 'backend' must be a string or a list"),
+    # contradictory overrides
+    (GOOD + '[[cell.when]]\n' + INDUCTOR + 'reason = "r"\n',
+     "(LlavaForConditionalGeneration / compile_prefill) [[cell.when]] #1 holds under backend inductor, where the "
+     "entry does not (device cpu, dtype float32, backend eager); contradictory"),
+    (GOOD + 'conditions = [{}, { device = "cuda" }]\n[[cell.when]]\ndevice = "cuda"\n' + INDUCTOR + 'reason = "r"\n',
+     "[[cell.when]] #1 holds under device cuda, backend inductor, where the entry does not (device cpu, dtype "
+     "float32, backend eager; or device cuda, dtype float32, backend eager); contradictory"),
+    (BOTH + '[[cell.when]]\nbackend = ["eager", "inductor"]\nreason = "r"\n', "[[cell.when]] #1 covers every run "
+     "the entry holds for (device cpu, dtype float32, backend eager or inductor); contradictory"),
+    (BOTH + '[[cell.when]]\n' + INDUCTOR + 'reason = "r"\n[[cell.when]]\n' + INDUCTOR + 'link = ""\n',
+     "[[cell.when]] #2 and #1 both hold under backend inductor; contradictory: make their conditions disjoint"),
+    (BOTH + '[[cell.when]]\n' + INDUCTOR, "[[cell.when]] #1 overrides nothing"),
+    (BOTH + '[[cell.when]]\nreason = "r"\n', "[[cell.when]] #1 names no condition"),
+    (BOTH + '[[cell.when]]\n' + INDUCTOR + 'verdict = "xfail"\n', "[[cell.when]] #1 has verdict 'xfail'"),
+    (BOTH + '[[cell.when]]\n' + INDUCTOR + '[cell.when.fingerprint]\nkind = "oops"\n', "#1: fingerprint: kind"),
+    (BOTH + '[[cell.when]]\n' + INDUCTOR + '[cell.when.fingerprint]\nkind = "harness_error"\n',
+     "[[cell.when]] #1: lists kind 'harness_error' with verdict 'fail'"),
+    (BOTH + '[cell.when]\n' + INDUCTOR + 'reason = "r"\n', "`when` must be an array of tables; write each "
+     "override as [[cell.when]]"),
+])
+def test_bad_entry_conditions_or_override_is_one_clear_line(text, message):
+    with pytest.raises(gate.ExpectationsError) as info:
+        parse(text)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value) and str(info.value).startswith("5.24.toml: cell #")
+
+
+def test_an_override_replaces_only_what_it_names_and_only_where_it_holds(tmp_path):
+    path = tmp_path / "5.24.toml"
+    path.write_text(BOTH + '[cell.fingerprint]\nkind = "exception"\nerror = "ValueError"\n'
+                    '[[cell.when]]\n' + INDUCTOR + 'verdict = "error"\nreason = "inductor words"\n'
+                    '[cell.when.fingerprint]\nkind = "backend"\nerror = "LoweringException"\n')
+    key = ("LlavaForConditionalGeneration", "compile_prefill")
+    eager = gate.load_for_run(gate.run_conditions("cpu", "float32", "eager", "2.13.0"), path)
+    assert (eager.cells[key].verdict, eager.cells[key].reason, eager.cells[key].link,
+            eager.cells[key].fingerprint) == ("fail", "graph break", "https://example.org/1",
+                                              Fingerprint("exception", error="ValueError"))
+    inductor = gate.load_for_run(gate.run_conditions("cpu", "float32", "inductor", "2.13.0"), path)
+    assert (inductor.cells[key].verdict, inductor.cells[key].reason, inductor.cells[key].link,
+            inductor.cells[key].fingerprint) == ("error", "inductor words", "https://example.org/1",
+                                                 Fingerprint("backend", error="LoweringException"))
+    assert gate.load_for_run(gate.run_conditions("cpu", "float32", "aot_eager", "2.13.0"), path).cells == {}
+
+
+def test_an_entry_of_several_tables_holds_under_any_of_them(tmp_path):
+    path = tmp_path / "5.24.toml"
+    path.write_text(GOOD + 'conditions = [{}, { device = "cuda", dtype = "bfloat16" }]\n'
+                    '[[cell.when]]\ndevice = "cuda"\nreason = "on cuda"\n')
+    reasons = {}
+    for device, dtype in (("cpu", "float32"), ("cuda", "bfloat16"), ("cuda", "float32"), ("cpu", "bfloat16")):
+        cells = gate.load_for_run(gate.run_conditions(device, dtype, "eager", "2.13.0"), path).cells
+        reasons[device, dtype] = [e.reason for e in cells.values()]
+    assert reasons == {("cpu", "float32"): ["graph break"], ("cuda", "bfloat16"): ["on cuda"],
+                       ("cuda", "float32"): [], ("cpu", "bfloat16"): []}
+
+
+def test_a_run_applies_the_file_under_its_own_conditions(tmp_path):
+    """The run's header and envelope name the file and the conditions it was applied under: the file's, with the
+    run's value where the run differs (an inductor run of a file measured on eager)."""
+    path = tmp_path / "5.24.toml"
+    path.write_text(GOOD + GOOD.replace("compile_prefill", "compile_decode") + 'conditions = { backend = "inductor" }\n')
+    applied = gate.load_for_run(gate.run_conditions("cpu", "float32", "inductor", "2.13.0"), path)
+    assert [(s.conditions, s.cells) for s in applied.sources] == [
+        ({"device": "cpu", "dtype": "float32", "backend": "inductor"}, 1)]
+    assert gate.load_for_run(gate.run_conditions("cuda", "float32", "inductor", "2.13.0"), path).sources == ()
+
+
+def test_each_release_keeps_its_expectations_in_one_file():
+    """One entry a cell in the version's file: no file of other conditions beside it, and every packaged file
+    parses (each entry's overrides consistent with it)."""
+    files = sorted(gate.EXPECTATIONS_DIR.glob("*.toml"))
+    assert files and all("-" not in path.stem for path in files), [p.name for p in files]
+    for path in files:
+        gate.read(path)
+
+
 def test_missing_file_means_no_expectations(tmp_path):
     assert gate.load(tmp_path / "absent.toml") == {}
 
@@ -102,11 +198,13 @@ def test_dumps_parses_back_to_the_same_file(tmp_path):
     fingerprint = Fingerprint("graph_break", where="m:A.f", error="Unsupported",
                               sites={"Unsupported context manager @ m:A.f": 2, "x @ m:B.g": 1}, breaks=3,
                               cold="fail", warm="fail")
+    override = gate.Override({"backend": "aot_eager"}, {"verdict": "timeout", "link": "",
+                                                        "fingerprint": Fingerprint("timeout", where="m:A.f")})
     file = gate.ExpectationsFile(tmp_path / "5.24.toml", {"device": "cpu", "backend": ["eager", "aot_eager"]}, {
         ("A", "build"): gate.Expectation("A", "build", "fail", 'a "quoted" reason', "https://x/1", fingerprint,
-                                         {"dtype": "float32"})})
+                                         {"dtype": "float32"}, (override,))})
     text = gate.dumps(file)
-    assert "[cell.fingerprint.sites]" in text
+    assert "[cell.fingerprint.sites]" in text and "[[cell.when]]" in text and "[cell.when.fingerprint]" in text
     assert gate.parse(text, file.path, None) == file
 
 
@@ -216,17 +314,136 @@ def test_update_without_path_uses_the_run_version_and_conditions(tmp_path, monke
     cuda = write_run(tmp_path / "cuda.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}},
                      env={"device": "cuda", "dtype": "bfloat16", "backend": "inductor"})
     written = update_expectations(cuda)
-    assert written.name == "5.24-cuda-bfloat16-inductor.toml"
+    assert written.name == "5.24.toml"  # the version's one file, whatever the run's conditions
     assert gate.read(written).conditions == {"device": "cuda", "dtype": "bfloat16", "backend": "inductor"}
 
 
-def test_update_refuses_a_file_of_other_conditions(tmp_path):
+def _entries(path: Path) -> dict:
+    """(model, check) -> (its conditions, its overrides' (conditions, changes), verdict, reason) as read."""
+    return {k: (e.conditions, [(o.conditions, o.changes) for o in e.overrides], e.verdict, e.reason)
+            for k, e in gate.read(path).cells.items()}
+
+
+def under(backend: str) -> dict:
+    return {"device": "cpu", "dtype": "float32", "backend": backend}
+
+
+OTHER_FP = {"kind": "backend", "error": "LoweringException", "where": "torch._inductor.lowering:f"}
+
+
+def test_an_inductor_run_updates_the_inductor_conditions_of_the_same_entries(tmp_path):
+    """eager run, then inductor: one entry a cell; what fails the same on both holds for both; what differs is a
+    [[cell.when]]; what fails only under inductor holds there only; the eager expectations stay as they were."""
     file = tmp_path / "5.24.toml"
-    file.write_text(GOOD)  # cpu, float32, eager
-    cuda = write_run(tmp_path / "cuda.json", {"A": {"build": cell("fail", "x", fingerprint=FP)}},
-                     env={"device": "cuda", "dtype": "bfloat16", "backend": "eager"})
-    with pytest.raises(gate.ExpectationsError, match="measured under .* but the run was"):
-        update_expectations(cuda, file)
+    eager = write_run(tmp_path / "eager.json", {"A": {
+        "compile_prefill": cell("fail", "graph break", fingerprint=FP), "compile_decode": cell("fail", "recompiled",
+                                                                                           fingerprint=FP),
+        "build": cell("fail", "eager only", fingerprint=FP)}})
+    update_expectations(eager, file)
+    before = gate.load_for_run(gate.run_conditions("cpu", "float32", "eager", "2.13.0"), file).cells
+    inductor = write_run(tmp_path / "inductor.json", {"A": {
+        "compile_prefill": cell("fail", "graph break", fingerprint=FP),
+        "compile_decode": cell("fail", "lowering failed", fingerprint=OTHER_FP),
+        "static_cache": cell("fail", "inductor only", fingerprint=OTHER_FP)}}, env={"backend": "inductor"})
+    assert update_expectations(inductor, file) == file
+    both = {"backend": ["eager", "inductor"]}
+    assert _entries(file) == {
+        ("A", "build"): ({}, [], "fail", "eager only"),
+        ("A", "compile_prefill"): (both, [], "fail", "graph break"),
+        ("A", "compile_decode"): (both, [({"backend": "inductor"}, {
+            "reason": "lowering failed", "fingerprint": Fingerprint.from_data(OTHER_FP)})], "fail", "recompiled"),
+        ("A", "static_cache"): ({"backend": "inductor"}, [], "fail", "inductor only")}
+    assert gate.load_for_run(gate.run_conditions("cpu", "float32", "eager", "2.13.0"), file).cells == before
+    first = file.read_text()
+    update_expectations(inductor, file)
+    update_expectations(eager, file)
+    assert file.read_text() == first  # idempotent, in either order
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["5.24.toml", "eager.json", "inductor.json"]
+
+
+def test_a_cell_failing_the_same_way_under_another_backend_keeps_its_written_reason_and_link(tmp_path):
+    """The same failure (fingerprint) under inductor widens the entry and keeps what a person wrote; another
+    failure gets the run's reason and no link (the link describes the entry's failure) in a [[cell.when]]."""
+    file = tmp_path / "5.24.toml"
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
+        ("A", k): gate.Expectation("A", k, "fail", "written by hand", "https://x/1", Fingerprint.from_data(FP))
+        for k in ("compile_prefill", "compile_decode")})))
+    inductor = write_run(tmp_path / "inductor.json", {"A": {
+        "compile_prefill": cell("fail", "the run's words", fingerprint=FP),
+        "compile_decode": cell("fail", "lowering failed", fingerprint=OTHER_FP)}}, env={"backend": "inductor"})
+    update_expectations(inductor, file)
+    found = gate.read(file).cells
+    assert (found[("A", "compile_prefill")].conditions, found[("A", "compile_prefill")].overrides) == (
+        {"backend": ["eager", "inductor"]}, ())
+    assert found[("A", "compile_decode")].overrides == (gate.Override({"backend": "inductor"}, {
+        "reason": "lowering failed", "link": "", "fingerprint": Fingerprint.from_data(OTHER_FP)}),)
+
+
+def test_a_cell_passing_under_one_backend_is_no_longer_listed_there_only(tmp_path):
+    file = tmp_path / "5.24.toml"
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
+        ("A", "compile_prefill"): gate.Expectation("A", "compile_prefill", "fail", "both", "https://x/1",
+                                                   Fingerprint.from_data(FP), {"backend": ["eager", "inductor"]}),
+        ("A", "compile_decode"): gate.Expectation(
+            "A", "compile_decode", "fail", "eager words", "", Fingerprint.from_data(FP),
+            {"backend": ["eager", "inductor"]}, (gate.Override({"backend": "inductor"}, {"reason": "inductor words"}),)),
+        ("A", "build"): gate.Expectation("A", "build", "fail", "inductor only", "", Fingerprint.from_data(FP),
+                                         {"backend": "inductor"})})))
+    eager_passes = write_run(tmp_path / "eager.json", {"A": {"compile_prefill": cell("pass"),
+                                                             "compile_decode": cell("pass"), "build": cell("pass")}})
+    update_expectations(eager_passes, file)
+    found = gate.read(file).cells
+    assert {k: (e.conditions, e.overrides, e.reason, e.link) for k, e in found.items()} == {
+        ("A", "compile_prefill"): ({"backend": "inductor"}, (), "both", "https://x/1"),
+        ("A", "compile_decode"): ({"backend": "inductor"}, (), "inductor words", ""),  # the override is the entry now
+        ("A", "build"): ({"backend": "inductor"}, (), "inductor only", "")}
+    inductor_passes = write_run(tmp_path / "inductor.json", {"A": {"compile_prefill": cell("pass")}},
+                                env={"backend": "inductor"})
+    update_expectations(inductor_passes, file)
+    assert set(gate.read(file).cells) == {("A", "compile_decode"), ("A", "build")}
+
+
+def test_a_run_of_other_device_and_dtype_conditions_the_entries_of_the_same_file(tmp_path):
+    """A cuda/bfloat16 run writes into the version's file too: a cell it fails alone holds there only, a cell
+    that fails on both holds for either table of its conditions (two keys differ: no one table says both)."""
+    file = tmp_path / "5.24.toml"
+    file.write_text(GOOD + '[cell.fingerprint]\nkind = "exception"\nerror = "ValueError"\nwhere = "m:f"\n')
+    cuda = write_run(tmp_path / "cuda.json", {"LlavaForConditionalGeneration": {
+        "compile_prefill": cell("fail", "graph break", fingerprint=FP), "build": cell("fail", "x", fingerprint=FP)}},
+        env={"device": "cuda", "dtype": "bfloat16", "backend": "eager"})
+    update_expectations(cuda, file)
+    found = _entries(file)
+    assert found[("LlavaForConditionalGeneration", "build")][0] == {"device": "cuda", "dtype": "bfloat16"}
+    assert found[("LlavaForConditionalGeneration", "compile_prefill")][:2] == (
+        [{}, {"device": "cuda", "dtype": "bfloat16"}], [])
+    assert 'conditions = [{}, { device = "cuda", dtype = "bfloat16" }]' in file.read_text()
+    for device, dtype in (("cpu", "float32"), ("cuda", "bfloat16")):
+        applied = gate.load_for_run(gate.run_conditions(device, dtype, "eager", "2.13.0"), file).cells
+        assert applied[("LlavaForConditionalGeneration", "compile_prefill")].link == "https://example.org/1"
+    cpu_passes = write_run(tmp_path / "cpu.json", {"LlavaForConditionalGeneration": {"compile_prefill": cell("pass")}})
+    update_expectations(cpu_passes, file)
+    assert _entries(file)[("LlavaForConditionalGeneration", "compile_prefill")][0] == {
+        "device": "cuda", "dtype": "bfloat16"}
+
+
+@pytest.mark.parametrize("listed, run_cell, message", [
+    # holds for every torch; a torch 2.13 run passes: "every torch but 2.13" is no table
+    (BOTH.replace('"eager", "inductor"', '"eager"') + '[[cell.when]]\ntorch = "2.12"\nreason = "older torch"\n',
+     cell("pass"), "cannot write the entry's conditions on torch as a table (it would hold for every torch but "
+     "2.13); list the torch values it holds for by hand, then update again"),
+    # listed with a fingerprint on eager; an inductor run without one: no [[cell.when]] can take a fingerprint away
+    (GOOD + '[cell.fingerprint]\nkind = "exception"\nerror = "ValueError"\n', cell("fail", "no fingerprint"),
+     "the run recorded no fingerprint, which a [[cell.when]] cannot say"),
+])
+def test_an_entry_the_update_cannot_write_is_one_clear_line(tmp_path, listed, run_cell, message):
+    file = tmp_path / "5.24.toml"
+    file.write_text(listed)
+    env = {"torch": "2.13.0"} if run_cell["verdict"] == "pass" else {"backend": "inductor"}
+    run = write_run(tmp_path / "run.json", {"LlavaForConditionalGeneration": {"compile_prefill": run_cell}}, env=env)
+    with pytest.raises(gate.ExpectationsError) as info:
+        update_expectations(run, file)
+    assert str(info.value).startswith(f"{file}: cell LlavaForConditionalGeneration / compile_prefill: ")
+    assert message in str(info.value) and "\n" not in str(info.value)
 
 
 def test_update_refuses_a_matrix_merged_with_another_backends_columns(tmp_path):
@@ -362,6 +579,8 @@ def test_default_path_falls_back_to_the_newest_older_release(tmp_path, monkeypat
 
 
 def test_every_file_of_a_release_is_considered(tmp_path, monkeypatch):
+    """A release keeps one file (`test_each_release_keeps_its_expectations_in_one_file`), but a file of its own
+    beside it, given by hand, is read too."""
     monkeypatch.setattr(gate, "EXPECTATIONS_DIR", tmp_path)
     for name in ("5.23.toml", "5.24.toml", "5.24-cuda-bfloat16-inductor.toml"):
         (tmp_path / name).write_text("")

@@ -25,7 +25,7 @@ general rules (never a list of names):
    predictor, a text-to-unit head) that only its parent runs.
 
 It returns "" for a standalone model, else the row's reason, recorded in
-``ModelInfo.not_standalone``; the build stage then skips every cell of the
+``ModelInfo.not_standalone``; the cases stage then skips every cell of the
 row with it (its ``build`` cell still says whether the class can be built).
 A class in an auto mapping with a forward of its own is always standalone.
 """

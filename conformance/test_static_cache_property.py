@@ -15,7 +15,7 @@ PROPERTY_MODELS = ("LlavaForConditionalGeneration", "PaliGemmaForConditionalGene
 
 def _prompts(case, lengths: list[int], seed: int) -> dict:
     """A left-padded batch of text-only prompts of the given lengths."""
-    from conformance.build.samples import left_pad, pad_id, text_tokens
+    from conformance.cases.samples import left_pad, pad_id, text_tokens
 
     gen = torch.Generator().manual_seed(seed)
     rows = [text_tokens(case.tiny.config, n, gen) for n in lengths]

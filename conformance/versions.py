@@ -1,6 +1,6 @@
 """The supported transformers versions and what differs between them, as data: `fixtures/versions.toml`.
 
-A shared noun (torch-free): the build stage reads it (fixture model types,
+A shared noun (torch-free): the cases stage reads it (fixture model types,
 renamed config keys), the `conformance versions` command prints it for
 people and for `.ci/run`, the meta tests check it against tox, the
 constraints and the installed transformers.

@@ -27,7 +27,7 @@ from pathlib import Path
 
 # (label, file suffix, function name): cumulative seconds of that function in a cell.
 PHASES = (
-    ("new model instance", "conformance/build/tiny.py", "new_model"),
+    ("new model instance", "conformance/cases/tiny.py", "new_model"),
     ("dynamo compile (all frames)", "torch/_dynamo/convert_frame.py", "_compile"),
     ("break-count trace", "conformance/checks/common/dynamo.py", "trace_breaks"),
     ("torch.export.export", "torch/export/__init__.py", "export"),
@@ -36,8 +36,8 @@ PHASES = (
     ("ExportedProgram.module()", "torch/export/exported_program.py", "module"),
     ("eager generate", "transformers/generation/utils.py", "generate"),
     ("inductor compile_fx", "torch/_inductor/compile_fx.py", "compile_fx"),
-    ("make sample", "conformance/build/samples.py", "make_sample"),
-    ("tiny config", "conformance/build/tiny.py", "tiny_config"),
+    ("make sample", "conformance/cases/samples.py", "make_sample"),
+    ("tiny config", "conformance/cases/tiny.py", "tiny_config"),
 )
 
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
 
-    from conformance.build.case import TransformersCases
+    from conformance.cases.case import TransformersCases
     from conformance.checks.common.outcome import run_check
     from conformance.checks.common.registry import check_ids, get, unavailable
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import check

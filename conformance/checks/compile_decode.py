@@ -42,7 +42,7 @@ import torch
 from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff

@@ -10,7 +10,7 @@ before any eager call on that instance, with the case's sample whose
 sequence dimension is marked dynamic (``torch._dynamo.mark_dynamic`` on the
 prompt axis of every sequence-aligned input: `input_ids`, `attention_mask`,
 token-type ids, per-token masks...). Then the same compiled model is called
-with the sample's other prompt lengths (`conformance.build.variants`: a
+with the sample's other prompt lengths (`conformance.cases.variants`: a
 shorter and a longer prompt): no recompile and no graph break, and every
 call's logits equal an eager forward of a second fresh instance within
 the tolerance of the backend it compiles with.
@@ -59,8 +59,8 @@ from typing import Any
 
 import torch
 
-from conformance.build.case import Case
-from conformance.build.variants import prompt_key
+from conformance.cases.case import Case
+from conformance.cases.variants import prompt_key
 from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, guard_site

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, break_site, trace_breaks

@@ -30,7 +30,7 @@ import time
 import torch
 from torch.utils import _pytree as pytree
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.generation import PART_INPUTS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check, declared_tolerance

@@ -8,7 +8,7 @@ Contract: a freshly built model, wrapped as `export_forward` wraps it
 (`LogitsModule`: the sample's tensors as keyword arguments, the prefill
 logits with ``use_cache=False``), exports with ``torch.export.export``
 (non-strict) with every input dimension that differs between the sample and
-its variants (`conformance.build.variants`: a shorter and a longer prompt,
+its variants (`conformance.cases.variants`: a shorter and a longer prompt,
 the batch twice over, another number of images, wider images, those the
 class has) marked ``Dim.AUTO``; the program survives ``torch.export.save``
 / ``torch.export.load``; the loaded program is called with the sample and
@@ -72,8 +72,8 @@ from typing import Any
 import torch
 from torch.export import Dim
 
-from conformance.build.case import Case
-from conformance.build.variants import LENGTH_VARIANTS, ORDER
+from conformance.cases.case import Case
+from conformance.cases.variants import LENGTH_VARIANTS, ORDER
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.export import LogitsModule, accepts, exporter_reason, failed, save_and_load, split_inputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable

@@ -17,7 +17,7 @@ Metrics: `max_abs_diff` (worst of the two calls against eager),
 
 from __future__ import annotations
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.export import export_forward
 from conformance.checks.common.registry import check
 

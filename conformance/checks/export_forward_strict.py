@@ -10,7 +10,7 @@ control flow, unsupported builtins) fail here. Metrics: those of
 
 from __future__ import annotations
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.export import export_forward
 from conformance.checks.common.registry import check
 

@@ -22,7 +22,7 @@ where an image request exists; the step is static. Then greedy decoding runs
 from those programs alone (the placeholder merge, a ``masked_scatter``, and
 the argmax are the runner's glue) for every request of
 `conformance.checks.common.served`: the sample's prompt (batch 1, its second
-row without padding), another prompt length from `conformance.build.variants`
+row without padding), another prompt length from `conformance.cases.variants`
 and, where the class takes it, images of another size. Each request's first
 `NEW_TOKENS` tokens must equal eager ``generate(do_sample=False)`` of a fresh
 model over the same inputs, then each step's logits must match eager
@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable

@@ -39,7 +39,7 @@ from typing import Any
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common import export as _export
 from conformance.checks.common.exporters import compare_logits, non_padding
 from conformance.checks.common import onnx as _onnx

@@ -61,9 +61,9 @@ from typing import Any
 
 import torch
 
-from conformance.build.case import Case
-from conformance.build.configs import text_config
-from conformance.build.samples import text_tokens
+from conformance.cases.case import Case
+from conformance.cases.configs import text_config
+from conformance.cases.samples import text_tokens
 from conformance.checks.common import export as _export
 from conformance.checks.common.cache import (
     cache_kwarg,

@@ -15,7 +15,7 @@ transformers site (``transformers/exporters/`` included). Metrics: `backend`,
 
 from __future__ import annotations
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common import exporters
 from conformance.checks.common.registry import check
 

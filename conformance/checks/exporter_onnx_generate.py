@@ -19,7 +19,7 @@ Metrics: `backend`, `components`, `variant`, `export_seconds`,
 
 from __future__ import annotations
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common import exporters
 from conformance.checks.common.registry import check
 

@@ -36,7 +36,7 @@ from typing import Any
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.cache import cache_kwarg, cache_owner
 from conformance.checks.common.compare import assert_close, closeness, logits_of, record
 from conformance.checks.common.outcome import ContractViolation, HarnessGap, NotApplicable

@@ -43,7 +43,7 @@ from typing import Callable
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common.generation import (
     MEDIA_PARTS,

@@ -42,7 +42,7 @@ from typing import Any, Callable
 
 import torch
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.cache import generate_inputs, greedy, has_kv_cache
 from conformance.checks.common.cache_contents import CacheContents, compare_contents
 from conformance.checks.common.compare import judge_close

@@ -6,7 +6,7 @@ and an autouse fixture that replaces the `build` check by `draws` (a pass) and t
 `compile_prefill` check by `behave`, which does what the class name says:
 pass, raise, sleep past the limit, swallow the interrupt, wrap it, or abort
 the process (the last ones only in a subprocess run). Two classes are decided
-by the build stage without a case (`conformance.build.model_failure.RowVerdict`).
+by the cases stage without a case (`conformance.cases.model_failure.RowVerdict`).
 """
 
 FAKE_CLASSES = {
@@ -14,8 +14,8 @@ FAKE_CLASSES = {
     "BuildAbortsForConditionalGeneration": "os.abort() while building the tiny model",
     "BuildFailsForConditionalGeneration": "the tiny model cannot be built",
     "FixtureErrorsForConditionalGeneration": "a fixture of the test raises",
-    "ModelBugForConditionalGeneration": "the build stage finds the model's own code failing (a RowVerdict: fail)",
-    "NotStandaloneForConditionalGeneration": "the build stage finds a class that is not a standalone model (skip)",
+    "ModelBugForConditionalGeneration": "the cases stage finds the model's own code failing (a RowVerdict: fail)",
+    "NotStandaloneForConditionalGeneration": "the cases stage finds a class that is not a standalone model (skip)",
     "OkForConditionalGeneration": "passes",
     "RaisesForConditionalGeneration": "the check raises",
     "SleepsForConditionalGeneration": "the check sleeps past the limit",
@@ -43,22 +43,22 @@ class FakeCases:
         return sorted(NAMES)
 
     def build(self, name, device, dtype, backend):
-        from conformance.build.case import Case
+        from conformance.cases.case import Case
 
         if name.startswith("BuildFails"):
             raise RuntimeError("no tiny config for this fake")
         if name.startswith("BuildAborts"):
             os.abort()
         if name.startswith("NeedsPackage"):
-            from conformance.build.model_failure import MissingDependency
+            from conformance.cases.model_failure import MissingDependency
 
             raise MissingDependency("needs fakepkg (FakeTower), not installed: pip install fakepkg")
         if name.startswith("ModelBug"):
-            from conformance.build.model_failure import ModelFailure
+            from conformance.cases.model_failure import ModelFailure
 
             raise ModelFailure("the model's own forward fails on valid inputs (transformers bug): fake")
         if name.startswith("NotStandalone"):
-            from conformance.build.model_failure import NotStandalone
+            from conformance.cases.model_failure import NotStandalone
 
             raise NotStandalone("not a standalone model: a fake part", build=("fail", "fake default config bug"))
         return Case(info=SimpleNamespace(name=name), tiny=SimpleNamespace(source="fake"),

@@ -32,10 +32,10 @@ from transformers import GenerationMixin, LlamaConfig, LlamaForCausalLM, PreTrai
 from transformers.cache_utils import DynamicCache, StaticCache
 from transformers.modeling_outputs import CausalLMOutputWithPast
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
-from conformance.build.tiny import TinyModel
-from conformance.build.variants import Variants, make_variants
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
+from conformance.cases.tiny import TinyModel
+from conformance.cases.variants import Variants, make_variants
 from conformance.discover import ModelInfo
 from conformance.tolerances import tolerance
 

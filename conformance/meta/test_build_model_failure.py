@@ -1,4 +1,4 @@
-"""Model bug or harness gap (conformance.build.model_failure) on synthetic code.
+"""Model bug or harness gap (conformance.cases.model_failure) on synthetic code.
 
 The "model code" below is compiled under a file name inside a fake
 ``transformers/models/`` tree and its classes live in a ``transformers.``
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance.build import model_failure
-from conformance.build.model_failure import ModelFailure, NotStandalone, RowVerdict
+from conformance.cases import model_failure
+from conformance.cases.model_failure import ModelFailure, NotStandalone, RowVerdict
 
 MODEL_FILE = "/site-packages/transformers/models/fake/modeling_fake.py"
 HELPER_FILE = "/site-packages/transformers/utils/fake_generic.py"

@@ -13,8 +13,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
 
 pytestmark = pytest.mark.meta
 

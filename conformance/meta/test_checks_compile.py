@@ -13,9 +13,9 @@ from typing import Callable
 import pytest
 import torch
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
-from conformance.build.tiny import TinyModel
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
+from conformance.cases.tiny import TinyModel
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all
 from conformance.discover import ModelInfo

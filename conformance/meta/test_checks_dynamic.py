@@ -17,10 +17,10 @@ from typing import Callable
 import pytest
 import torch
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
-from conformance.build.tiny import TinyModel
-from conformance.build.variants import LONGER, doubled_batch, longer, make_variants, shorter
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
+from conformance.cases.tiny import TinyModel
+from conformance.cases.variants import LONGER, doubled_batch, longer, make_variants, shorter
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all
 from conformance.checks.common.shapes import SHAPES_LOGGER, ShapeLog, dim_name, dynamic_inputs, varying_dims
@@ -252,7 +252,7 @@ def test_a_batch_the_model_does_not_repeat_is_refused():
 
 
 def test_strategies_make_more_and_wider_images_from_the_recipe():
-    from conformance.build.strategies import get_strategy
+    from conformance.cases.strategies import get_strategy
     from conformance.meta.test_samples import _ctx, _placeholders
 
     ctx = _ctx({"input_ids", "attention_mask", "pixel_values"})

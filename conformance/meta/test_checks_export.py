@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import conformance.checks.export_forward  # noqa: F401  (registers the checks)
-from conformance.build.case import Case
-from conformance.build.samples import Sample
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
 from conformance.checks.common.outcome import run_check
 from conformance.meta.planted import Exportable
 

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import torch
 from transformers.cache_utils import DynamicCache
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
 from conformance.checks.common import registry
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import HarnessGap, run_check

@@ -17,9 +17,9 @@ import torch
 
 from conformance import tolerances
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
-from conformance.build.variants import Variants
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
+from conformance.cases.variants import Variants
 from conformance.checks import export_onnx, onnx_generate
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common import registry

@@ -295,7 +295,7 @@ def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
     """A fake check on a fake case: explain shows everything and exits 1."""
     import dataclasses
 
-    import conformance.build.case
+    import conformance.cases.case
     import conformance.discover
     from conformance.checks.common import registry
 
@@ -306,7 +306,7 @@ def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: info})
     monkeypatch.setitem(registry.CHECKS, "compile_prefill",
                         dataclasses.replace(registry.get("compile_prefill"), run=failing_check))
-    monkeypatch.setattr(conformance.build.case, "build_case", lambda *args: types.SimpleNamespace(seed=0))
+    monkeypatch.setattr(conformance.cases.case, "build_case", lambda *args: types.SimpleNamespace(seed=0))
     code, out, _ = run(capsys, "explain", ALPHA, "compile_prefill", "--device", "cpu")
     assert code == 1
     assert f"== {ALPHA} / compile_prefill on cpu, float32, backend eager" in out
@@ -317,29 +317,29 @@ def test_explain_prints_traceback_metrics_and_reproducer(capsys, monkeypatch):
 
 
 def test_explain_build_error_is_reported_not_raised(capsys, monkeypatch):
-    import conformance.build.case
+    import conformance.cases.case
     import conformance.discover
 
     def no_config(*args):
         raise KeyError("vision_config")
 
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
-    monkeypatch.setattr(conformance.build.case, "build_case", no_config)
+    monkeypatch.setattr(conformance.cases.case, "build_case", no_config)
     code, out, _ = run(capsys, "explain", ALPHA, "build", "--device", "cpu")
     assert code == 1 and "verdict: error" in out and "KeyError: 'vision_config'" in out and "in no_config" in out
 
 
 @pytest.mark.parametrize("check_id, verdict", [("build", "fail"), ("static_cache", "skip")])
 def test_explain_reports_a_row_the_build_stage_decided_like_the_plugin(capsys, monkeypatch, check_id, verdict):
-    import conformance.build.case
+    import conformance.cases.case
     import conformance.discover
-    from conformance.build.model_failure import NotStandalone
+    from conformance.cases.model_failure import NotStandalone
 
     def part(*args):
         raise NotStandalone("not a standalone model: a part", build=("fail", "default config bug"))
 
     monkeypatch.setattr(conformance.discover, "by_name", lambda: {ALPHA: types.SimpleNamespace(name=ALPHA)})
-    monkeypatch.setattr(conformance.build.case, "build_case", part)
+    monkeypatch.setattr(conformance.cases.case, "build_case", part)
     code, out, _ = run(capsys, "explain", ALPHA, check_id, "--device", "cpu")
     assert f"verdict: {verdict}" in out and code == (1 if verdict == "fail" else 0)
     reason = "default config bug" if check_id == "build" else "not a standalone model: a part"
@@ -355,9 +355,9 @@ PLUGIN_CONFTEST = ('pytest_plugins = ["conformance.run.plugin"]\n\n\ndef pytest_
 @pytest.fixture
 def timm_missing(monkeypatch):
     """Building any class fails as FastVlm's build did when its cells were listed (fixtures/expectations): with
-    transformers' own missing-timm ImportError, raised where the build stage does not tell it (`build_case` is
+    transformers' own missing-timm ImportError, raised where the cases stage does not tell it (`build_case` is
     replaced, `missing_dependency` never sees it), timm installed or not."""
-    import conformance.build.case
+    import conformance.cases.case
     from transformers.utils import import_utils
 
     class TimmWrapperModel:
@@ -367,7 +367,7 @@ def timm_missing(monkeypatch):
         import_utils.requires_backends(TimmWrapperModel, ["timm"])
 
     monkeypatch.setitem(import_utils.BACKENDS_MAPPING, "timm", (lambda: False, import_utils.TIMM_IMPORT_ERROR))
-    monkeypatch.setattr(conformance.build.case, "build_case", build_case)
+    monkeypatch.setattr(conformance.cases.case, "build_case", build_case)
 
 
 def test_explain_of_a_listed_build_error_agrees_with_the_matrix(capsys, pytester, timm_missing):
@@ -474,7 +474,7 @@ class _Cases:
 @pytest.fixture
 def planned(tmp_path, monkeypatch):
     """`plan` over the three classes of make_envelope(), timed by that envelope as the published matrix."""
-    from conformance.build import case as case_source
+    from conformance.cases import case as case_source
     from conformance.run import shards as shard
 
     monkeypatch.setattr(case_source, "TransformersCases", _Cases)

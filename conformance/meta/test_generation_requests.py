@@ -17,9 +17,9 @@ from typing import Callable
 import pytest
 import torch
 
-from conformance.build.case import Case
-from conformance.build.samples import Sample
-from conformance.build.variants import Variant, Variants, longer
+from conformance.cases.case import Case
+from conformance.cases.samples import Sample
+from conformance.cases.variants import Variant, Variants, longer
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all

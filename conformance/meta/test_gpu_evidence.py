@@ -136,7 +136,7 @@ def test_the_gpu_classes_are_at_least_12_discovered_classes_each_with_a_real_str
     if transformers.__version__.split(".")[0] != "5":
         pytest.skip(f"transformers {transformers.__version__}: scripts/gpu-evidence runs transformers 5.24.0 "
                     "(constraints/gpu.txt), whose classes it names")
-    from conformance.build import strategies
+    from conformance.cases import strategies
     from conformance.discover import class_index
 
     text = SCRIPT.read_text()

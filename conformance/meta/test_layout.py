@@ -1,7 +1,7 @@
 """The flow is the layout: each stage imports only the stages before it; readers stay light.
 
 Stages, in order (docs/design.md): the shared nouns at the package top
-(columns, fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> build ->
+(columns, fingerprints, locations, reasons, tolerances, verdicts, versions) -> discover -> cases ->
 checks -> report -> select -> gate -> run -> tools. A module may import its own stage and any
 earlier one, at module level or inside a function; never a later one. (select, the classes a run
 checks, comes before the run and owes the gate nothing; it follows report only for the atomic writer
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1]
-STAGES = ("nouns", "discover", "build", "checks", "report", "select", "gate", "run", "tools")
+STAGES = ("nouns", "discover", "cases", "checks", "report", "select", "gate", "run", "tools")
 NOUNS = ("conformance", "conformance.columns", "conformance.fingerprints", "conformance.locations",
          "conformance.reasons", "conformance.tolerances", "conformance.verdicts", "conformance.versions")
 
@@ -98,12 +98,12 @@ def test_no_module_imports_a_later_stage():
 
 
 def test_the_check_finds_a_backward_import(tmp_path, monkeypatch):
-    module = PACKAGE / "build" / "_layout_probe.py"
+    module = PACKAGE / "cases" / "_layout_probe.py"
     monkeypatch.setattr(sys.modules[__name__], "source_files", lambda: [module])
     module.write_text("def f():\n    from conformance.report import render\n")
     try:
-        assert backward_imports() == ["conformance.build._layout_probe (build) imports conformance.report (report)",
-                                      "conformance.build._layout_probe (build) imports conformance.report.render (report)"]
+        assert backward_imports() == ["conformance.cases._layout_probe (cases) imports conformance.report (report)",
+                                      "conformance.cases._layout_probe (cases) imports conformance.report.render (report)"]
     finally:
         module.unlink()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from conformance.build.model_failure import missing_dependency
+from conformance.cases.model_failure import missing_dependency
 from conformance.meta.fake_cases import TESTS, conftest
 from conformance.report import render
 

@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance.build.model_data import FixtureError, load_model_fixture
-from conformance.build.processors import (
+from conformance.cases.model_data import FixtureError, load_model_fixture
+from conformance.cases.processors import (
     ProcessorSpec,
     ProcessorUnavailable,
     build_processor,
@@ -17,9 +17,9 @@ from conformance.build.processors import (
     tiny_media_processor,
     token_ids,
 )
-from conformance.build.samples import BATCH, SampleContext
-from conformance.build.strategies import SELECTORS, get_strategy
-from conformance.build.strategies._media import count_placeholders
+from conformance.cases.samples import BATCH, SampleContext
+from conformance.cases.strategies import SELECTORS, get_strategy
+from conformance.cases.strategies._media import count_placeholders
 
 LLAVA = "LlavaForConditionalGeneration"
 CLASS_TOKEN = {"kwargs": {"num_additional_image_tokens": 1}}  # CLIP adds a class token, the encoder drops it
@@ -29,7 +29,7 @@ CLASS_TOKEN = {"kwargs": {"num_additional_image_tokens": 1}}  # CLIP adds a clas
 def llava():
     """The tiny LLaVA config and model (eager only, no compile: about a second)."""
     torch.set_num_threads(1)
-    from conformance.build.tiny import new_model, tiny_config
+    from conformance.cases.tiny import new_model, tiny_config
     from conformance.discover import by_name
 
     tiny = tiny_config(by_name()[LLAVA])
@@ -66,7 +66,7 @@ def test_tokens_the_config_does_not_name_get_free_ids():
 
 
 def test_tokens_a_processor_asks_for_are_recognised():
-    from conformance.build.processors import _missing_token
+    from conformance.cases.processors import _missing_token
 
     assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token")) == "boi_token"
     assert _missing_token(AttributeError("TokenizersBackend has no attribute boi_token_id")) == "boi_token"
@@ -81,7 +81,7 @@ def _image_processor_class(model_type):
     ``CLIPImageProcessorPil`` in 5.x, ``CLIPImageProcessor`` in 4.x)."""
     from transformers.models.auto.image_processing_auto import IMAGE_PROCESSOR_MAPPING_NAMES
 
-    from conformance.build.processors import _media_class
+    from conformance.cases.processors import _media_class
 
     return _media_class(IMAGE_PROCESSOR_MAPPING_NAMES, model_type, "image")
 
@@ -154,7 +154,7 @@ def test_fixture_processor_table_is_validated(tmp_path):
 def test_a_processor_that_checks_its_tokenizer_class_gets_that_fast_class():
     from transformers import PreTrainedTokenizerFast
 
-    from conformance.build.processors import _checked_tokenizer_class
+    from conformance.cases.processors import _checked_tokenizer_class
 
     processor_class = SimpleNamespace(tokenizer_class=("SomeSlowTokenizer", "PreTrainedTokenizerFast"))
     error = TypeError("Received a X for argument tokenizer, but a ('A', 'B') was expected.")  # 4.x's check
@@ -170,8 +170,8 @@ def test_a_fixture_kwarg_the_processor_does_not_take_makes_it_unavailable(llava)
 
 
 def test_an_unavailable_processor_gives_the_model_derived_sample_and_says_so(llava):
-    from conformance.build.strategies import auto_select
-    from conformance.build.strategies.processor import FALLBACK_SUFFIX
+    from conformance.cases.strategies import auto_select
+    from conformance.cases.strategies.processor import FALLBACK_SUFFIX
 
     ctx = _ctx(llava, {"kwargs": {"no_such_kwarg": 1}})
     sample = get_strategy("processor")(ctx)

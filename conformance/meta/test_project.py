@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance.build import model_data as fixtures
+from conformance.cases import model_data as fixtures
 from conformance.run import shards as shard
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -313,7 +313,7 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
         ("BuildFailsForConditionalGeneration", "compile_prefill"): e,
         ("FixtureErrorsForConditionalGeneration", "build"): p,
         ("FixtureErrorsForConditionalGeneration", "compile_prefill"): e,
-        ("ModelBugForConditionalGeneration", "build"): "fail",  # the build stage found a model failure
+        ("ModelBugForConditionalGeneration", "build"): "fail",  # the cases stage found a model failure
         ("ModelBugForConditionalGeneration", "compile_prefill"): "fail",
         ("NotStandaloneForConditionalGeneration", "build"): "fail",  # its default config does not build
         ("NotStandaloneForConditionalGeneration", "compile_prefill"): "skip",  # not a standalone model

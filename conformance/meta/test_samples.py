@@ -4,8 +4,8 @@ from types import SimpleNamespace
 
 import torch
 
-from conformance.build.samples import BATCH, PAD_LEFT, SampleContext, left_pad
-from conformance.build.strategies import auto_select, get_strategy
+from conformance.cases.samples import BATCH, PAD_LEFT, SampleContext, left_pad
+from conformance.cases.strategies import auto_select, get_strategy
 
 
 class _Config(SimpleNamespace):

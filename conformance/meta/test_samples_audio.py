@@ -4,10 +4,10 @@ from types import SimpleNamespace
 
 import torch
 
-from conformance.build.samples import BATCH, SampleContext
-from conformance.build.shrink_audio import CODEBOOK, MEL_BINS, SOURCE_POSITIONS, shrink_audio
-from conformance.build.strategies import auto_select, get_strategy
-from conformance.build.strategies.audio_media import first_that_runs, mel_bins
+from conformance.cases.samples import BATCH, SampleContext
+from conformance.cases.shrink_audio import CODEBOOK, MEL_BINS, SOURCE_POSITIONS, shrink_audio
+from conformance.cases.strategies import auto_select, get_strategy
+from conformance.cases.strategies.audio_media import first_that_runs, mel_bins
 
 AUDIO_TOKEN = 250
 HIDDEN = 8

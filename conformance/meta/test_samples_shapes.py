@@ -5,10 +5,10 @@ from types import SimpleNamespace
 
 import torch
 
-from conformance.build.samples import BATCH, SampleContext
-from conformance.build.strategies import auto_select, get_strategy
-from conformance.build.strategies.action_flow import action_inputs, takes_actions
-from conformance.build.strategies.patch_positions import positioned_patches
+from conformance.cases.samples import BATCH, SampleContext
+from conformance.cases.strategies import auto_select, get_strategy
+from conformance.cases.strategies.action_flow import action_inputs, takes_actions
+from conformance.cases.strategies.patch_positions import positioned_patches
 
 TOKEN = 250
 

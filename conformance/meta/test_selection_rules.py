@@ -59,7 +59,7 @@ class Given:
 
 @pytest.fixture(scope="module")
 def source():
-    from conformance.build.case import TransformersCases
+    from conformance.cases.case import TransformersCases
 
     return TransformersCases()
 

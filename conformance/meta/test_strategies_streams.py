@@ -6,8 +6,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from conformance.build.samples import BATCH, PAD_LEFT, SampleContext
-from conformance.build.strategies import auto_select, get_strategy
+from conformance.cases.samples import BATCH, PAD_LEFT, SampleContext
+from conformance.cases.strategies import auto_select, get_strategy
 
 HIDDEN = 8
 

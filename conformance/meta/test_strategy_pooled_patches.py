@@ -2,7 +2,7 @@
 
 import torch
 
-from conformance.build.strategies.pooled_patches import POOL, pooling_indices
+from conformance.cases.strategies.pooled_patches import POOL, pooling_indices
 
 
 def test_pooling_indices_cover_each_patch_once():

@@ -8,7 +8,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conformance.build.tiny import (
+from conformance.cases.tiny import (
     HEAD_KEYS,
     KV_HEAD_KEYS,
     LAYERS,

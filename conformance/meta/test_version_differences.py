@@ -1,4 +1,4 @@
-"""How the build stage meets what differs between supported transformers versions, by feature, on synthetic
+"""How the cases stage meets what differs between supported transformers versions, by feature, on synthetic
 inputs (these hold on every version): 4.x rope dicts, renamed config keys, 4.x encoder tuples and wrappers, a
 video model with an empty image stub."""
 
@@ -8,9 +8,9 @@ from types import SimpleNamespace
 
 import torch
 
-from conformance.build.strategies._media import count_placeholders, encoder_features, feature_rows
-from conformance.build.strategies.query_tokens import is_video_model
-from conformance.build.tiny import HEAD_DIM, installed_key_path, shrink_tree
+from conformance.cases.strategies._media import count_placeholders, encoder_features, feature_rows
+from conformance.cases.strategies.query_tokens import is_video_model
+from conformance.cases.tiny import HEAD_DIM, installed_key_path, shrink_tree
 
 
 def test_a_4x_config_that_takes_mrope_sections_but_leaves_rope_scaling_unset_gets_them():

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance import locations, versions
-from conformance.build import model_data
+from conformance.cases import model_data
 from conformance.tools import cli
 
 ROOT = Path(__file__).resolve().parents[2]

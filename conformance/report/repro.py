@@ -82,9 +82,9 @@ def repro_cell(group: findings.Group):
 
 
 def build_context(group: findings.Group, cell, envelope: dict) -> Context:
-    from conformance.build.case import Case
-    from conformance.build.samples import make_sample
-    from conformance.build.tiny import new_model, tiny_config
+    from conformance.cases.case import Case
+    from conformance.cases.samples import make_sample
+    from conformance.cases.tiny import new_model, tiny_config
     from conformance.discover import by_name, quiet_transformers
 
     check, column_backend = split_column(cell.check)

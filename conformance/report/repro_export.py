@@ -90,7 +90,7 @@ def export_static_cache(ctx: Context) -> Steps:
     from conformance.checks.common.cache import cache_kwarg, cache_owner, generate_inputs
     from conformance.checks.common.export import split_inputs
     from conformance.checks.export_static_cache import DECODE_STEPS, SPARE_SLOTS, head_shapes
-    from conformance.build.configs import text_config
+    from conformance.cases.configs import text_config
 
     reason = ctx.cell.reason
     decode = reason.startswith("decode program: ")
@@ -130,7 +130,7 @@ def export_static_cache(ctx: Context) -> Steps:
 def _generation_facts(ctx: Context) -> dict:
     """What export_generate derives from the model: the decoding and vision owners, media and text inputs,
     the placeholder id, the cache length and argument (batch 1: the sample's second prompt)."""
-    from conformance.build.configs import placeholder_id
+    from conformance.cases.configs import placeholder_id
     from conformance.checks.common.cache import cache_kwarg
     from conformance.checks.common.generation import ExportedGeneration, single_prompt
     from conformance.checks.common.outcome import NotApplicable

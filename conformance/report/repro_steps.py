@@ -39,7 +39,7 @@ class Context:
     group: Any  # findings.Group
     cell: Any  # findings.FailingCell
     recorded: dict  # the run file's cell (metrics, reason, fingerprint)
-    case: Any  # conformance.build.case.Case, or None when the tiny model cannot be built
+    case: Any  # conformance.cases.case.Case, or None when the tiny model cannot be built
     check: str
     backend: str
     sample: dict | None = None  # the case's prefill inputs (None without a case or a sample)

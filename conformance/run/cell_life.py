@@ -8,7 +8,7 @@ Contract of `live(model, check_id, case_for, expectations, ...)` -> `Cell`:
 
   - `MissingDependency`: no cell (`Cell.not_run` says why: no outcome, no
     record; the run's row says it);
-  - a row the build stage decided (`RowVerdict`): its verdict and reason for
+  - a row the cases stage decided (`RowVerdict`): its verdict and reason for
     this check (`RowVerdict.cell`) and its fingerprint;
   - past the deadline (`isolation.CellTimeout`, `BuildTimedOut`): `timeout`;
   - any other failure: `error`, reason ``tiny model or inputs could not be
@@ -43,8 +43,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from conformance.build.case import BUILD_FAILED, Case
-from conformance.build.model_failure import MissingDependency, RowVerdict
+from conformance.cases.case import BUILD_FAILED, Case
+from conformance.cases.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome, run_check
 from conformance.fingerprints import Fingerprint, mask, of_exception
 from conformance.gate.ratchet import Judgement, judge

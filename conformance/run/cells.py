@@ -12,7 +12,7 @@ Contracts:
   (``xdist_group``), so that one worker builds each tiny model once.
 * A cell's life is `cell_life.live`, in two halves: `model_case` is the
   built case of the class (pytest's setup); a build failure is the cell's
-  `error` (a build past the time limit its `timeout`); a row the build stage
+  `error` (a build past the time limit its `timeout`); a row the cases stage
   decided (`RowVerdict`: the model's own code fails, or the class is not a
   standalone model) is the cell's `fail` or `skip` with the reason; a class
   that needs a package not installed here has no cell (not run: the
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.build.case import Case
+from conformance.cases.case import Case
 from conformance.checks.common.registry import load_all
 from conformance.run import isolation
 from conformance.run.session import session_of

@@ -10,4 +10,4 @@ class CaseSourceHooks:
 
     @pytest.hookspec(firstresult=True)
     def pytest_conformance_case_source(self, config):
-        """Return the case source of this run (see conformance.build.case), or None for the default."""
+        """Return the case source of this run (see conformance.cases.case), or None for the default."""

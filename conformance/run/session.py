@@ -8,7 +8,7 @@ cannot run here (their required packages are missing: id -> why; naming
 one in --checks is a UsageError instead) and, without --checks, the opt-in
 columns (`registry.opt_in_reason`); `case_for(name)` builds a class's `Case` once per process (the
 previous one freed), raising `cell_life.BuildError` (or `BuildTimedOut`) when the tiny
-model or its inputs cannot be made, the build stage's `RowVerdict` when it
+model or its inputs cannot be made, the cases stage's `RowVerdict` when it
 decided the whole row (a model failure, a class that is not standalone),
 `MissingDependency` when the class needs a package not installed here (its
 cells are not run: `record_not_run`, a row with the reason and no cells), and
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pytest
 
-from conformance.build.case import Case, TransformersCases
-from conformance.build.model_failure import MissingDependency, RowVerdict
+from conformance.cases.case import Case, TransformersCases
+from conformance.cases.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome
 from conformance.checks.common.registry import check_ids, describe, opt_in_reason, unavailable
 from conformance.gate.expectations import run_conditions

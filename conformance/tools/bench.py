@@ -128,7 +128,7 @@ def build(name: str, sizes: str, device: str, dtype: torch.dtype, shapes_path: P
         with torch.device(device):
             model = model_class(config).to(dtype).eval()
         return model, real_sample(model, device, dtype), f"shapes:{entry['like']}"
-    from conformance.build.case import build_case
+    from conformance.cases.case import build_case
     from conformance.discover import by_name
 
     index = by_name()
@@ -141,7 +141,7 @@ def build(name: str, sizes: str, device: str, dtype: torch.dtype, shapes_path: P
 def real_sample(model, device: str, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     """One prompt for a realistically sized model: an image of the tower's size, as many
     placeholders as its encoder emits, text on both sides."""
-    from conformance.build.configs import placeholder_id
+    from conformance.cases.configs import placeholder_id
     from conformance.checks.common.generation import image_features
 
     vision = model.config.vision_config
@@ -221,7 +221,7 @@ def eager_decode_rate(owner, kwarg: str, embeds: torch.Tensor, new_tokens: int, 
     """Median tokens/s of the eager model decoding over a fresh DynamicCache after a prefill over `embeds`."""
     from transformers.cache_utils import DynamicCache
 
-    from conformance.build.configs import text_config
+    from conformance.cases.configs import text_config
 
     def run(tokens: int) -> float:
         cache = DynamicCache(config=text_config(owner.config))
@@ -305,7 +305,7 @@ def bench_model(name: str, args, device: str, dtype: torch.dtype, clock: Clock,
     result.prefill_seconds = round(statistics.median(times), 4)
     result.prefill_tokens = int(inputs["input_ids"].shape[1])
     ids, mask = inputs["input_ids"][-1], inputs["attention_mask"][-1]
-    from conformance.build.configs import placeholder_id
+    from conformance.cases.configs import placeholder_id
 
     text = ids[(mask == 1) & (ids != placeholder_id(model.config))][-8:].view(1, -1)  # the prompt's own text
     longest = cache_length(max(args.image_tokens) + text.shape[1], args.new_tokens, args.repeats)

@@ -283,7 +283,7 @@ class _Selection:
 def cmd_plan(args) -> int:
     import json
 
-    from conformance.build.case import TransformersCases
+    from conformance.cases.case import TransformersCases
     from conformance.run import shards as shard
     from conformance.run.options import NOTHING_TO_CHECK, UsageError, resolve_selection
 

@@ -4,7 +4,7 @@ Contract: `explain(model, check_id, device, dtype, backend, out)` lives the
 cell the way a run does (`conformance.run.cell_life.live`: the same build
 outcomes, fingerprints and judgement against the expectations of the run's
 conditions, so its verdict is the matrix cell's), with the case built by
-`conformance.build.case.build_case` and the check run with dynamo's
+`conformance.cases.case.build_case` and the check run with dynamo's
 graph-break and recompile logs on, and prints the raw verdict, the verdict
 after expectations, the reason, the metrics (graph breaks, recompiles, ...),
 the full traceback and a one-line pytest command reproducing the cell. It returns 0 when the cell
@@ -89,7 +89,7 @@ def explain(model: str, check_id: str, device: str = "auto", dtype: str = "float
     info = resolve_model(model)
     import torch
 
-    from conformance.build.case import build_case
+    from conformance.cases.case import build_case
     from conformance.run.cell_life import live
 
     device = resolve_device(device)

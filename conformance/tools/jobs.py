@@ -264,7 +264,7 @@ def default_names(version: versions.Version, request: Request, root: Path) -> li
     here = versions.installed()
     if here is None or here.env != version.env:
         return published_classes(version, root, request.models)
-    from conformance.build.case import TransformersCases
+    from conformance.cases.case import TransformersCases
     from conformance.run.options import UsageError, select_models
 
     class Selection:  # read as the plugin reads pytest's options

@@ -218,7 +218,7 @@ def main(argv: list[str]) -> int:
 def gate_request(args, pytest_args: list[str]):
     """The `GateRequest` of `conformance jobs gate`'s options (the classes resolved as a run resolves them); None
     when the change selects no class (printed: nothing to check)."""
-    from conformance.build.case import TransformersCases
+    from conformance.cases.case import TransformersCases
     from conformance.gate import merge_base
     from conformance.run.options import UsageError, resolve_selection
     from conformance.tools import job_gate

@@ -24,7 +24,7 @@ import inspect
 
 import torch
 
-from conformance.build.configs import text_config
+from conformance.cases.configs import text_config
 from conformance.checks.common.outcome import NotApplicable
 
 

@@ -42,7 +42,7 @@ from typing import Any
 
 import torch
 
-from conformance.build.configs import placeholder_id
+from conformance.cases.configs import placeholder_id
 from conformance.checks.common.cache import cache_kwarg, full_static_layers, static_cache
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.outcome import ContractViolation, NotApplicable

@@ -7,7 +7,7 @@ export once with the prompt length dynamic and generate for several requests.
 Contracts:
 
 * `requests_of(case)` is the sample's prompt (``traced``) and the requests
-  made from its variants (`conformance.build.variants`), each batch 1
+  made from its variants (`conformance.cases.variants`), each batch 1
   (`single_prompt`): another prompt length (``longer``, else ``shorter``)
   and, where the class can be given one, images of another size
   (``image_size``). `unavailable` says in one line why a kind of request

@@ -43,10 +43,20 @@ class ChangedLM(DataDependentLM):
 
 NAMES = ["AlreadyBrokenLM", "ChangedLM", "FixedLM", "RegressingLM"]
 '''
+ADDED = '''class NewLM(TinyLM):
+    """Added by the pull request: the base has no such class."""
+
+
+class NewBrokenLM(DataDependentLM):
+    """Added by the pull request, broken."""
+
+
+'''
 HEAD = (BASE.replace("class FixedLM(DataDependentLM)", "class FixedLM(TinyLM)")
         .replace("class RegressingLM(TinyLM)", "class RegressingLM(DataDependentLM)")
         .replace("class ChangedLM(DataDependentLM)", "class ChangedLM(RaisingLM)")
-        .replace("import DataDependentLM, TinyLM", "import DataDependentLM, RaisingLM, TinyLM"))
+        .replace("import DataDependentLM, TinyLM", "import DataDependentLM, RaisingLM, TinyLM")
+        .replace("NAMES = [", ADDED + "NAMES = [\"NewBrokenLM\", \"NewLM\", "))
 
 
 def git(repo, *args) -> str:
@@ -144,3 +154,22 @@ def test_the_base_commit_of_a_three_dot_range_is_the_merge_base(checkout):
     assert merge_base.base_commit("HEAD~1...HEAD", repo) == base
     assert merge_base.base_commit("HEAD~1", repo) == base
     assert merge_base.base_commit("no-such-ref", repo) == ""
+
+
+def test_a_class_the_pull_request_adds_is_judged_alone_and_the_base_runs_the_others(gate):
+    result = gate(["AlreadyBrokenLM", "NewLM"], "adds")
+    assert result.status == 0
+    assert cell(result, "AlreadyBrokenLM")["verdict"] == "xfail"
+    assert "base" not in cell(result, "NewLM") and cell(result, "NewLM")["verdict"] == "pass"
+    base = result.envelope["gate_run"]["base"]
+    assert base["not_at_base"] == ["NewLM"]
+    assert [job["cells"] for job in base["jobs"]] == [1]  # the base ran AlreadyBrokenLM only
+    assert result.envelope["merge_base"]["not_at_base"] == 1
+
+
+def test_a_gate_of_only_new_classes_runs_nothing_at_the_base_and_a_new_failure_is_red(gate):
+    result = gate(["NewBrokenLM"], "only-new")
+    assert result.status == 1
+    assert cell(result, "NewBrokenLM")["verdict"] == "fail"
+    base = result.envelope["gate_run"]["base"]
+    assert base["not_at_base"] == ["NewBrokenLM"] and base["jobs"] == []

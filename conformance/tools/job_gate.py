@@ -32,7 +32,7 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from conformance import columns, locations
@@ -178,18 +178,44 @@ def _base_env(tree: Path, request: GateRequest) -> dict:
     return {"PYTHONPATH": path}
 
 
-def run_base(request: GateRequest) -> tuple[dict, list[dict], bool]:
-    """The base's envelope of the gate's jobs: (envelope, job notes, whether it came from the cache)."""
-    joblist = gate_joblist(request, out_dir=f"{request.out_dir}/base")
+def base_classes(request: GateRequest, env: dict, check: str) -> list[str]:
+    """The classes of `request.classes` that the base's run discovers (collected there, `check`'s cells only):
+    a pull request that adds a model has a class its base does not know, and ``--models`` naming it would stop
+    the base's run."""
+    import re
+
+    command = [request.python, "-m", "pytest", request.target, "--collect-only", "-q", "--checks", check,
+               *request.pytest_args]
+    found = subprocess.run(command, cwd=request.root, capture_output=True, text=True,
+                           env={**os.environ, **joblists.RUN_ENV, **request.env, **env})
+    if found.returncode not in (0, 5):
+        last = (found.stdout.strip().splitlines() or found.stderr.strip().splitlines() or ["?"])[-1]
+        raise JobsError(f"--base {request.base[:12]}: collecting the base's classes failed (exit "
+                        f"{found.returncode}: {last})")
+    known = {m.group(1) for m in re.finditer(r"::\S+\[([^\]\s]+)\]", found.stdout)}
+    return [name for name in request.classes if name in known]
+
+
+def run_base(request: GateRequest) -> tuple[dict, list[dict], bool, list[str]]:
+    """The base's envelope of the gate's jobs over the classes the base has: (envelope, job notes, whether it
+    came from the cache, the classes not at the base). Where the base has none of them, its envelope holds no
+    class and no job runs."""
     where = base_cache_dir(request.root)
+    tree = base_checkout(Path(request.repo), request.base, where)
+    env = _base_env(tree, request)
+    first_check = gate_joblist(request)["jobs"][0]["checks"][0]
+    present = base_classes(request, env, first_check)
+    missing = [name for name in request.classes if name not in present]
+    if not present:
+        return {"models": {}}, [], False, missing
+    joblist = gate_joblist(replace(request, classes=tuple(present)), out_dir=f"{request.out_dir}/base")
     cached = where / f"{request.base[:16]}-{base_cache_key(joblist, request.base)}.json"
     if cached.exists():
         stored = json.loads(cached.read_text())
-        return stored["envelope"], stored["jobs"], True
-    tree = base_checkout(Path(request.repo), request.base, where)
-    envelope, notes = _run(joblist, request, _base_env(tree, request))
+        return stored["envelope"], stored["jobs"], True, missing
+    envelope, notes = _run(joblist, request, env)
     io.write_json_atomic(cached, {"envelope": envelope, "jobs": notes})
-    return envelope, notes, False
+    return envelope, notes, False, missing
 
 
 def published_columns() -> list[str]:
@@ -221,9 +247,9 @@ def run_gate(request: GateRequest) -> GateResult:
     head, notes = _run(joblist, request, {})
     base_info = None
     if request.base:
-        base, base_notes, from_cache = run_base(request)
+        base, base_notes, from_cache, missing = run_base(request)
         head = merge_base.judge_against_base(head, base, request.base)
-        base_info = {"commit": request.base, "cached": from_cache, "jobs": base_notes}
+        base_info = {"commit": request.base, "cached": from_cache, "jobs": base_notes, "not_at_base": missing}
     envelope = {**head, "gate_run": gate_record(joblist, head, notes, base_info)}
     io.write_json_atomic(request.out, envelope)
     red = any(cell["verdict"] in NEW for row in envelope["models"].values() for cell in row["cells"].values())

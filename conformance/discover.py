@@ -374,16 +374,37 @@ def select_classes(patterns: list[str], index: dict[str, str], names: list[str])
 
     `index` maps every accepted name to its canonical name; no patterns
     means all of `names`; a pattern that matches nothing raises LookupError
-    naming it.
+    naming it. ``:ci`` stands for the gate version's CI classes
+    (`versions.gate_ci_models`: fixtures/versions.toml's ``[ci] gate``),
+    each of which must be discovered.
     """
     import fnmatch
 
     if not patterns:
         return list(names)
     chosen = set()
-    for pattern in patterns:
+    for pattern in _expanded(patterns):
         hits = {index[n] for n in index if fnmatch.fnmatchcase(n, pattern)}
         if not hits:
             raise LookupError(pattern)
         chosen |= hits
     return [n for n in names if n in chosen]
+
+
+SELECTIONS = (":ci",)
+
+
+def _expanded(patterns: list[str]) -> list[str]:
+    """`patterns` with each named selection (``:ci``) replaced by its class names; an unknown ``:name`` raises
+    LookupError naming it."""
+    from conformance import versions
+
+    found = []
+    for pattern in patterns:
+        if pattern == ":ci":
+            found += versions.gate_ci_models()
+        elif pattern.startswith(":"):
+            raise LookupError(f"{pattern} (the named selections are {', '.join(SELECTIONS)})")
+        else:
+            found.append(pattern)
+    return found

@@ -63,6 +63,7 @@ class Version:
 class VersionData:
     versions: tuple[Version, ...]
     ci_models: tuple[str, ...]
+    gate_ci_models: tuple[str, ...]
     model_types: dict[str, tuple[str, ...]]
     renamed: dict[str, str]
 
@@ -104,8 +105,9 @@ def load(path: Path | None = None) -> VersionData:
         raise VersionsError(f"{name}: the newest [[version]] must be the one with env = {GATE_ENV!r} "
                             "(the version CI tests in full), and no other")
     ci = data.get("ci", {})
-    if set(ci) != {"models"} or not _strings(ci["models"]) or not ci["models"]:
-        raise VersionsError(f"{name}: [ci] must hold models = [class names] (what CI runs on the other versions)")
+    if set(ci) != {"models", "gate"} or not all(_strings(ci[k]) and ci[k] for k in ci):
+        raise VersionsError(f"{name}: [ci] must hold models = [class names] (what CI runs on the other versions) "
+                            "and gate = [class names] (what the README's test command gates on the gate's version)")
     minors = [v.minor for v in ordered]
     types = {}
     for model_type, listed in data.get("model_types", {}).items():
@@ -118,7 +120,8 @@ def load(path: Path | None = None) -> VersionData:
         if not isinstance(new, str) or old == new:
             raise VersionsError(f"{name}: renamed_config_keys.{old} must be the key's other name (a string)")
         renamed[old], renamed[new] = new, old
-    return VersionData(versions=ordered, ci_models=tuple(ci["models"]), model_types=types, renamed=renamed)
+    return VersionData(versions=ordered, ci_models=tuple(ci["models"]), gate_ci_models=tuple(ci["gate"]),
+                       model_types=types, renamed=renamed)
 
 
 def supported() -> tuple[Version, ...]:
@@ -128,6 +131,13 @@ def supported() -> tuple[Version, ...]:
 def ci_models() -> tuple[str, ...]:
     """The classes CI gates on every supported version but the gate's."""
     return load().ci_models
+
+
+def gate_ci_models() -> tuple[str, ...]:
+    """The classes the README's test command (and so CI) gates on the gate's version, `--models :ci`: the other
+    versions' classes and one class of every (input strategy, model kind) of the published matrix; the whole
+    matrix is the README's first command and the publishing runs."""
+    return load().gate_ci_models
 
 
 def installed_version() -> str:

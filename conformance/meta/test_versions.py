@@ -78,6 +78,37 @@ def test_the_ci_classes_are_discovered_here():
     assert not missing, f"[ci] models names classes transformers {entry.transformers} lacks: {missing}"
 
 
+def test_the_gate_s_ci_classes_cover_every_strategy_and_kind_of_the_published_matrix():
+    """CI gates `:ci` on the gate's version: a class of every (input strategy, model kind) pair that the published
+    matrix has (a new strategy, or a strategy on a new kind of model, must get a class in [ci] gate)."""
+    import json
+
+    if not locations.PUBLISHED_MATRIX.exists():
+        pytest.skip("an installed package holds no published matrix (reports/matrix.json is the checkout's)")
+    rows = json.loads(locations.PUBLISHED_MATRIX.read_text())["models"]
+    pair = {name: ((row.get("tiny") or {}).get("strategy", "?"), row.get("kind")) for name, row in rows.items()}
+    chosen = set(versions.gate_ci_models())
+    assert chosen >= set(versions.ci_models()), "[ci] gate must hold the other versions' [ci] models"
+    assert chosen <= set(pair), f"[ci] gate names classes the published matrix lacks: {sorted(chosen - set(pair))}"
+    missed = sorted({pair[n] for n in pair} - {pair[n] for n in chosen}, key=str)
+    assert not missed, f"[ci] gate has no class of (strategy, kind) {missed}: add the cheapest of each"
+
+
+def test_at_ci_selects_the_gate_s_ci_classes_and_an_unknown_selection_names_the_known_ones():
+    from conformance.discover import select_classes
+
+    names = sorted(versions.gate_ci_models()) + ["SomeOtherForConditionalGeneration"]
+    index = {n: n for n in names}
+    assert select_classes([":ci"], index, names) == sorted(versions.gate_ci_models())
+    with pytest.raises(LookupError, match=":cj .the named selections are :ci"):
+        select_classes([":cj"], index, names)
+
+
+def test_the_readme_s_test_command_gates_the_ci_classes():
+    readme = (ROOT / "README.md").read_text()
+    assert "-m pytest conformance -n 2 --dist loadgroup --models :ci" in readme
+
+
 def test_the_command_lists_the_versions_and_what_ci_runs(capsys):
     assert cli.main(["versions", "--ci"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
@@ -94,7 +125,7 @@ def test_ci_runs_the_version_matrix_from_the_data():
 
 
 GOOD = ('[[version]]\ntransformers = "5.24.0"\nenv = "gate"\nconstraints = "gate.txt"\nimage_text_classes = 1\n'
-        '[ci]\nmodels = ["LlavaForConditionalGeneration"]\n')
+        '[ci]\nmodels = ["LlavaForConditionalGeneration"]\ngate = ["LlavaForConditionalGeneration"]\n')
 
 
 @pytest.mark.parametrize("text, message", [

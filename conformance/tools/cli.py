@@ -256,7 +256,7 @@ def cmd_versions(args) -> int:
     from conformance import versions
 
     try:
-        supported, models = versions.supported(), versions.ci_models()
+        supported, models, gate_models = versions.supported(), versions.ci_models(), versions.gate_ci_models()
     except versions.VersionsError as exc:
         raise CliError(str(exc)) from None
     for version in supported:
@@ -264,7 +264,8 @@ def cmd_versions(args) -> int:
             if not version.is_gate:
                 print(version.env, version.constraints, ",".join(models))
             continue
-        how = "every class, every check" if version.is_gate else f"meta tests, {len(models)} classes ([ci] models)"
+        how = (f"meta tests, {len(gate_models)} classes (--models :ci, [ci] gate)" if version.is_gate
+               else f"meta tests, {len(models)} classes ([ci] models)")
         print(f"transformers {version.transformers:<8} tox -e {version.env:<6} constraints/{version.constraints:<10} "
               f"CI: {how}")
     return 0

@@ -196,15 +196,14 @@ def base_classes(request: GateRequest, env: dict, check: str) -> list[str]:
     return [name for name in request.classes if name in known]
 
 
-def run_base(request: GateRequest) -> tuple[dict, list[dict], bool, list[str]]:
-    """The base's envelope of the gate's jobs over the classes the base has: (envelope, job notes, whether it
-    came from the cache, the classes not at the base). Where the base has none of them, its envelope holds no
-    class and no job runs."""
+def run_base(request: GateRequest, head_joblist: dict) -> tuple[dict, list[dict], bool, list[str]]:
+    """The base's envelope of the head's jobs (`head_joblist`) over the classes the base has: (envelope, job
+    notes, whether it came from the cache, the classes not at the base). Where the base has none of them, its
+    envelope holds no class and no job runs."""
     where = base_cache_dir(request.root)
     tree = base_checkout(Path(request.repo), request.base, where)
     env = _base_env(tree, request)
-    first_check = gate_joblist(request)["jobs"][0]["checks"][0]
-    present = base_classes(request, env, first_check)
+    present = base_classes(request, env, head_joblist["jobs"][0]["checks"][0])
     missing = [name for name in request.classes if name not in present]
     if not present:
         return {"models": {}}, [], False, missing
@@ -247,7 +246,7 @@ def run_gate(request: GateRequest) -> GateResult:
     head, notes = _run(joblist, request, {})
     base_info = None
     if request.base:
-        base, base_notes, from_cache, missing = run_base(request)
+        base, base_notes, from_cache, missing = run_base(request, joblist)
         head = merge_base.judge_against_base(head, base, request.base)
         base_info = {"commit": request.base, "cached": from_cache, "jobs": base_notes, "not_at_base": missing}
     envelope = {**head, "gate_run": gate_record(joblist, head, notes, base_info)}

@@ -100,19 +100,23 @@ def site(filename: str, lineno: int | None, function: str = "") -> str:
 
 
 def site_of(frames) -> str:
-    """The site of the innermost frame inside transformers, else of the innermost frame ('' for none)."""
+    """The site of the innermost frame inside transformers, else of the innermost frame outside this suite (the
+    torch or backend code that raised through a check's wrapper), else of the innermost frame ('' for none)."""
     frames = list(frames or [])
     if not frames:
         return ""
     inside = [f for f in frames if "/transformers/" in f.filename]
-    frame = (inside or frames)[-1]
+    outside = [f for f in frames if not in_suite(f.filename)]
+    frame = (inside or outside or frames)[-1]
     return site(frame.filename, frame.lineno, frame.name)
 
 
 def exception_site(exc: BaseException) -> str:
-    """The site an exception points at: dynamo's traced user stack when it has one, else its traceback."""
+    """The site an exception points at: dynamo's traced user stack when it reaches outside this suite, else its
+    traceback. (A backend that traces again under torch's tracing context, as ExecuTorch's lowering does, stamps
+    the stack of whoever called it: the suite's check, not the code that failed.)"""
     stack = getattr(exc, "real_stack", None)
-    if stack:
+    if stack and any(not in_suite(frame.filename) for frame in stack):
         return site_of(stack)
     return site_of(traceback.extract_tb(exc.__traceback__))
 

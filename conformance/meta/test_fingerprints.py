@@ -177,3 +177,27 @@ def test_an_expectation_of_a_cpu_float32_eager_run_is_not_applied_to_a_cuda_bflo
     assert list(cpu.cells) == [("M", "build")] and cpu.sources[0].cells == 1
     cuda = load_for_run(run_conditions("cuda:0", "bfloat16", "inductor", "2.13.0"), path)
     assert cuda.cells == {} and cuda.sources == ()
+
+
+def _raise_through_a_check_wrapper(stamped_stack):
+    """A backend error (raised here: outside the suite, as torch's or a backend's code is) whose tracing-context
+    stack names only the suite's check that called the backend, as ExecuTorch's lowering stamps it."""
+    def backend_lowering():
+        error = AssertionError("verifier refused the graph")
+        error.real_stack = stamped_stack
+        raise error
+    try:
+        backend_lowering()
+    except AssertionError as exc:
+        return exc
+
+
+def test_a_backend_failure_raised_through_a_check_is_sited_at_the_backend_not_the_check():
+    import traceback
+
+    from conformance.reasons import SUITE, exception_site, site_of
+    check_frame = traceback.FrameSummary(str(SUITE / "checks" / "executorch.py"), 95, "build")
+    exc = _raise_through_a_check_wrapper(traceback.StackSummary.from_list([check_frame]))
+    assert exception_site(exc).endswith("_raise_through_a_check_wrapper.<locals>.backend_lowering")
+    assert not site_of([check_frame, *traceback.extract_tb(exc.__traceback__)]).startswith("conformance.checks")
+    assert site_of([check_frame]) == "conformance.checks.executorch:check_executorch.<locals>.build"  # nothing else

@@ -46,6 +46,7 @@ from conformance.cases.case import Case
 from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
+from conformance.checks.common.generation import require_token_scores
 from conformance.checks.common.dynamo import DynamoWatch, break_reason, describe_guard, graph_break_sites, guard_site
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check, declared_tolerance
@@ -202,6 +203,7 @@ def check_compile_decode(case: Case) -> dict:
     if not hasattr(eager, "sequences"):
         raise NotApplicable(f"generate returns a {type(eager).__name__} without token `sequences` (a scoring "
                             "output): no decoded tokens to compare")
+    require_token_scores(eager.logits)
     found = recorder.decoder()
     if found is None:
         raise NotApplicable("generate passes no KV cache to any forward: nothing to decode with a StaticCache")

@@ -73,6 +73,7 @@ from conformance.checks.common.cache import (
     greedy,
     static_cache,
 )
+from conformance.checks.common.generation import require_token_scores
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check, declared_tolerance
@@ -216,7 +217,7 @@ class Reference:
             raise NotApplicable("generate passes no KV cache to any forward: nothing to decode with a StaticCache")
         decoder, calls = found
         self.tokens = out.sequences[:, -(steps + 1):]
-        self.logits = [t.detach() for t in out.logits]
+        self.logits = [t.detach() for t in require_token_scores(out.logits)]
         with torch.no_grad():
             full = logits_of(decoder(**no_cache_inputs(decoder, calls)))
         # The forward without cache saw the prompt and `steps` decoded tokens: step k is predicted at -1-steps+k.

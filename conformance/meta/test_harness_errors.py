@@ -151,3 +151,37 @@ def test_raised_in_suite_follows_explicit_causes_to_the_root():
             raise RuntimeError("wrapped by the suite") from exc
     except RuntimeError as outer:
         assert not raised_in_suite(outer)  # the root was raised in transformers
+
+
+def test_a_generator_that_scores_no_vocabulary_is_a_gap_of_the_token_decoding_checks():
+    """A continuous-frame text-to-speech generate scores end-of-speech per row, shape (batch,): the checks that
+    force or compare tokens cannot set themselves up (HarnessGap: `error`, never the model's failure), while
+    token and per-codebook scores pass through."""
+    import torch
+
+    from conformance.checks.common.generation import require_token_scores
+    from conformance.checks.common.outcome import HarnessGap
+
+    assert len(require_token_scores([torch.zeros(2, 7), torch.zeros(2, 7)])) == 2
+    assert len(require_token_scores((torch.zeros(2, 4, 7),))) == 1  # one vocabulary per codebook
+    with pytest.raises(HarnessGap, match=r"shape \(2,\), with no vocabulary axis"):
+        require_token_scores([torch.zeros(2, 7), torch.zeros(2)])
+
+
+def test_a_speech_start_sample_ends_every_row_at_the_first_audio_position():
+    """The `speech_start` strategy (fixtures/models/pocket_tts.toml): left-padded text whose every row ends with
+    `audio_bos_token_id`, as continuous-latent TTS `generate` requires."""
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import PretrainedConfig
+
+    from conformance.cases.strategies import speech_start
+
+    config = PretrainedConfig(vocab_size=64, audio_bos_token_id=60, pad_token_id=3)
+    ctx = SimpleNamespace(config=config, generator=lambda: torch.Generator().manual_seed(0))
+    sample = speech_start.speech_start(ctx)
+    ids, mask = sample.inputs["input_ids"], sample.inputs["attention_mask"]
+    assert (ids[:, -1] == 60).all() and (mask[:, -1] == 1).all()
+    assert (ids[0, : int((mask[0] == 0).sum())] == 3).all()  # row 0 left-padded
+    assert ids.shape[0] == 2

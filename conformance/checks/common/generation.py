@@ -45,7 +45,7 @@ import torch
 from conformance.cases.configs import placeholder_id
 from conformance.checks.common.cache import cache_kwarg, full_static_layers, static_cache
 from conformance.checks.common.compare import logits_of
-from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.checks.common.outcome import ContractViolation, HarnessGap, NotApplicable
 from conformance.checks.common.shapes import ShapeLog
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import one_line
@@ -307,12 +307,28 @@ def greedy_generate(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: 
                               num_beams=1, **options)
 
 
+def require_token_scores(step_logits) -> list[torch.Tensor]:
+    """`generate`'s per-step logits, each with a vocabulary axis ((batch, vocabulary), or per codebook); HarnessGap
+    when a step scores only the batch.
+
+    A continuous-frame generator (a text-to-speech model whose `generate` samples a latent frame per step from a
+    flow head and scores only end-of-speech, shape (batch,)) emits no token from a vocabulary: the checks that
+    emulate greedy token decoding (forcing, argmax, comparing tokens) cannot set themselves up for it.
+    """
+    steps = list(step_logits)
+    odd = next((t for t in steps if t.dim() < 2), None)
+    if odd is not None:
+        raise HarnessGap(f"generate scores each step with shape {tuple(odd.shape)}, with no vocabulary axis: it emits "
+                         "continuous frames, not tokens, and this check emulates greedy token decoding")
+    return steps
+
+
 def eager_generation(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int
                      ) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """(the `new_tokens` greedy tokens, the raw logits of each step) of eager `generate` (end-of-sequence
-    ignored)."""
+    ignored); HarnessGap for a generator that scores no vocabulary (`require_token_scores`)."""
     out = greedy_generate(model, inputs, new_tokens, output_logits=True, return_dict_in_generate=True)
-    return out.sequences[:, -new_tokens:], list(out.logits)
+    return out.sequences[:, -new_tokens:], require_token_scores(out.logits)
 
 
 def eager_tokens(model: torch.nn.Module, inputs: dict[str, Any], new_tokens: int) -> torch.Tensor:

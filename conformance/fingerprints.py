@@ -216,6 +216,10 @@ def of_reason(reason: str, cause: BaseException | None = None) -> Fingerprint:
     listed = getattr(cause, "fingerprint", None)  # a violation wrapping another keeps the inner one's fingerprint
     if isinstance(listed, Fingerprint):
         return listed
+    if cause is not None and isinstance(getattr(cause, "reason", None), str):
+        # A violation without a fingerprint of its own, re-raised with metrics (a served column's export): the
+        # fingerprint is its own, from its words or the exception it wraps, never the re-raising frame's.
+        return of_reason(cause.reason, cause.__cause__)
     if cause is not None:
         found = of_exception(cause)
         return Fingerprint(found.kind, where=found.where, error=found.error)

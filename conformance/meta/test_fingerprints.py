@@ -201,3 +201,30 @@ def test_a_backend_failure_raised_through_a_check_is_sited_at_the_backend_not_th
     assert exception_site(exc).endswith("_raise_through_a_check_wrapper.<locals>.backend_lowering")
     assert not site_of([check_frame, *traceback.extract_tb(exc.__traceback__)]).startswith("conformance.checks")
     assert site_of([check_frame]) == "conformance.checks.executorch:check_executorch.<locals>.build"  # nothing else
+
+
+def test_a_violation_re_raised_with_metrics_keeps_the_site_of_the_exception_it_wraps():
+    """A served column re-raises its export's violation with more metrics (`served.serve`); the cell's fingerprint
+    is that of the backend error the first violation wraps, not of the frame that wrapped it."""
+    from conformance.checks.common.outcome import ContractViolation
+    from conformance.fingerprints import of_reason
+
+    def backend():
+        raise KeyError("operator not in the opset")
+
+    def lower():
+        try:
+            backend()
+        except KeyError as exc:
+            raise ContractViolation(f"lowering failed: {exc}") from exc
+
+    try:
+        try:
+            lower()
+        except ContractViolation as exc:
+            raise ContractViolation(exc.reason, {"static_export": "fail"}, exc.fingerprint) from exc
+    except ContractViolation as outer:
+        found = of_reason(outer.reason, outer.__cause__)
+    assert found.error == "KeyError"
+    assert found.where.endswith("test_a_violation_re_raised_with_metrics_keeps_the_site_of_the_exception_it_wraps"
+                                ".<locals>.backend")

@@ -172,6 +172,30 @@ def test_merge_refuses_other_environment_and_overlap():
         report.merge_envelopes([whole, copy.deepcopy(whole)], ["a.json", "b.json"])
 
 
+def test_merge_replace_republishes_rerun_cells_over_a_published_matrix():
+    """`conformance merge --replace PUBLISHED.json RERUN.json`: the rerun's cells (and its rows' facts) replace the
+    published ones, every other cell stays; a rerun under another backend replaces only its `@backend` columns."""
+    published = make_envelope()
+    rerun = _shard(make_envelope(), ["AlphaForConditionalGeneration"])
+    rerun["models"]["AlphaForConditionalGeneration"]["cells"] = {"compile_prefill": cell("pass")}
+    rerun["models"]["AlphaForConditionalGeneration"]["tiny"]["strategy"] = "speech_start"
+    merged, replaced = report.supersede([published, rerun], ["matrix.json", "rerun.json"])
+    alpha = merged["models"]["AlphaForConditionalGeneration"]
+    assert replaced == 1
+    assert alpha["cells"]["compile_prefill"]["verdict"] == "pass"
+    assert alpha["cells"]["compile_decode"] == published["models"]["AlphaForConditionalGeneration"]["cells"][
+        "compile_decode"]
+    assert alpha["tiny"]["strategy"] == "speech_start"
+    assert merged["models"]["BetaForConditionalGeneration"] == published["models"]["BetaForConditionalGeneration"]
+    assert [r["command"] for r in merged["environment"]["runs"]] == ["matrix.json", "rerun.json"]
+    inductor = copy.deepcopy(rerun)
+    inductor["environment"]["backend"] = "inductor"
+    with_columns, replaced = report.supersede([merged, inductor], ["merged.json", "inductor.json"])
+    alpha = with_columns["models"]["AlphaForConditionalGeneration"]
+    assert replaced == 0 and alpha["cells"]["compile_prefill@inductor"]["verdict"] == "pass"
+    assert alpha["cells"]["compile_prefill"]["verdict"] == "pass"  # the eager cell of the first rerun, kept
+
+
 def test_envelope_from_parts_uses_environment_file(tmp_path, monkeypatch):
     monkeypatch.setattr(conformance.discover, "row_metadata", lambda names: {})  # discovery is slow and not under test
     parts = tmp_path / "m.json.parts"

@@ -289,6 +289,34 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     }
 
 
+def supersede(envelopes: list[dict], sources: list[str]) -> tuple[dict, int]:
+    """One envelope where each file's cells replace the same cells of the files before it (a rerun of some
+    cells or columns over a published matrix: `conformance merge --replace`), and how many were replaced.
+
+    A class's row facts (sample strategy, sizes) and a column's description come from the last file that has
+    them; otherwise it is `merge_envelopes` of what is left (the same environment checks, `runs` lists every file).
+    """
+    if envelopes:  # a run under another backend replaces its `<check>@<backend>` columns, not the main run's
+        main = envelopes[0]["environment"].get("backend")
+        envelopes = [e if e["environment"].get("backend") == main else as_backend_columns(e, main, s)
+                     for e, s in zip(envelopes, sources)]
+    kept: list[dict] = []
+    replaced = 0
+    for index, envelope in enumerate(envelopes):
+        later = [e for e in envelopes[index + 1:]]
+        newer_cells = {(m, c) for e in later for m, row in e["models"].items() for c in row["cells"]}
+        newer_rows = {m: row for e in later for m, row in e["models"].items()}
+        models = {}
+        for model, row in envelope["models"].items():
+            cells = {c: cell for c, cell in row["cells"].items() if (model, c) not in newer_cells}
+            replaced += len(row["cells"]) - len(cells)
+            facts = {k: v for k, v in (newer_rows.get(model) or row).items() if k != "cells"}
+            models[model] = {**{k: v for k, v in row.items() if k != "cells"}, **facts, "cells": cells}
+        info = {c: i for e in reversed(envelopes[index:]) for c, i in (e.get("check_info") or {}).items()}
+        kept.append({**envelope, "models": models, "check_info": {**(envelope.get("check_info") or {}), **info}})
+    return merge_envelopes(kept, sources), replaced
+
+
 def runs_of(envelope: dict, source: str) -> list[dict]:
     """The runs an envelope holds, each {command, created, suite}: a merged one's `environment.runs`, else the
     run itself (its `environment.command`; a run file older than that field: the file's name)."""

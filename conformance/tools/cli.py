@@ -194,6 +194,9 @@ def cmd_truth(args) -> int:
 def cmd_merge(args) -> int:
     if bool(args.parts) == bool(args.runs):
         raise CliError("merge: pass either shard run files or --parts DIR, not both or neither")
+    if args.replace and len(args.runs) < 2:
+        raise CliError("merge --replace: pass the run file to update first, then the reruns that replace its cells")
+    replaced_note = ""
     if args.parts:
         env, note = None, ""
         if Path(args.parts).is_dir() and not (Path(args.parts) / report.PARTS_ENVIRONMENT).exists():
@@ -208,11 +211,14 @@ def cmd_merge(args) -> int:
         envelope = report.envelope_from_parts(args.parts, env)
         if note:
             print(note, file=sys.stderr)
+    elif args.replace:
+        envelope, replaced = report.supersede([report.load_envelope(p) for p in args.runs], list(args.runs))
+        replaced_note = f"; {replaced} cells of earlier files replaced by later ones"
     else:
         envelope = report.merge_envelopes([report.load_envelope(p) for p in args.runs], list(args.runs))
     _write({Path(args.output): io.json_text(envelope)})
     cells = sum(len(r["cells"]) for r in envelope["models"].values())
-    print(f"wrote {args.output}: {len(envelope['models'])} classes, {cells} cells")
+    print(f"wrote {args.output}: {len(envelope['models'])} classes, {cells} cells{replaced_note}")
     return 0
 
 
@@ -519,6 +525,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("runs", nargs="*", metavar="RUN.json")
     p.add_argument("--parts", metavar="DIR", help="a <matrix-out>.parts directory of an interrupted run")
     p.add_argument("-o", "--output", required=True, metavar="OUT.json")
+    p.add_argument("--replace", action="store_true", help="each file's cells replace the same cells of the files "
+                   "before it (republish reruns over a published matrix); default: files must be disjoint")
     _add_run_options(p, device_default="cpu")
     p.set_defaults(func=cmd_merge)
 

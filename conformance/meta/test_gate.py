@@ -585,3 +585,33 @@ def test_every_file_of_a_release_is_considered(tmp_path, monkeypatch):
     for name in ("5.23.toml", "5.24.toml", "5.24-cuda-bfloat16-inductor.toml"):
         (tmp_path / name).write_text("")
     assert [p.name for p in gate.files_for("5.25.0.dev0")] == ["5.24-cuda-bfloat16-inductor.toml", "5.24.toml"]
+
+
+def test_judging_a_run_again_applies_todays_expectations_to_its_recorded_cells(tmp_path):
+    """`conformance expectations --judge RUN.json -o OUT.json`: after `--update` listed a run's new failures, the
+    run's cells are judged as a run would judge them now (fail -> xfail where listed with the same fingerprint,
+    xfail -> fail where the entry is gone, pass -> xpass where listed); reasons and fingerprints stay."""
+    from conformance.gate.rejudge import rejudge
+    from conformance.report.envelope import load_envelope
+
+    run = write_run(tmp_path / "run.json", {
+        "A": {"build": cell("fail", "boom", fingerprint=FP), "compile_prefill": cell("pass"),
+              "compile_decode": cell("xfail", "was listed", fingerprint=FP, expected="fail"),
+              "static_cache": cell("skip", "no cache")},
+    })
+    file = tmp_path / "5.24.toml"
+    fp = Fingerprint.from_data(FP)
+    file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
+        ("A", "build"): gate.Expectation("A", "build", "fail", "boom", fingerprint=fp),
+        ("A", "compile_prefill"): gate.Expectation("A", "compile_prefill", "fail", "listed", fingerprint=fp),
+    })))
+    judged, changed = rejudge(load_envelope(run), file)
+    cells = judged["models"]["A"]["cells"]
+    assert {c: cells[c]["verdict"] for c in cells} == {"build": "xfail", "compile_prefill": "xpass",
+                                                       "compile_decode": "fail", "static_cache": "skip"}
+    assert changed == 3
+    assert cells["build"]["reason"] == "boom" and cells["build"]["fingerprint"] == FP
+    assert cells["build"]["expected"] == "fail" and cells["build"]["observed"] == "fail"
+    assert "expected" not in cells["compile_decode"]
+    assert judged["summary"]["build"]["xfail"] == 1
+    assert judged["environment"]["expectations"][0]["cells"] == 2

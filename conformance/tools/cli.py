@@ -246,11 +246,25 @@ def cmd_list(args) -> int:
 
 
 def cmd_expectations(args) -> int:
-    report.load_envelope(args.update)
+    if bool(args.update) == bool(args.judge):
+        raise CliError("expectations: pass --update RUN.json (rewrite the file from a run) or --judge RUN.json "
+                       "-o OUT.json (judge a run again against the file), one of them")
+    if args.judge and not args.output:
+        raise CliError("expectations --judge: name the file to write with -o OUT.json (it may be RUN.json itself)")
+    envelope = report.load_envelope(args.update or args.judge)
     from conformance.gate.expectations import ExpectationsError
-    from conformance.gate.update import update_expectations
 
     try:
+        if args.judge:
+            from conformance.discover import class_index
+            from conformance.gate.rejudge import rejudge
+
+            judged, changed = rejudge(envelope, Path(args.file) if args.file else None, classes=class_index())
+            _write({Path(args.output): io.json_text(judged)})
+            print(f"wrote {args.output}: {changed} cells' verdicts changed by today's expectations")
+            return 0
+        from conformance.gate.update import update_expectations
+
         written = update_expectations(Path(args.update), Path(args.file) if args.file else None)
     except ExpectationsError as exc:
         raise CliError(str(exc)) from None
@@ -536,8 +550,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.set_defaults(func=cmd_explain)
 
-    p = sub.add_parser("expectations", help="rewrite the expectations file from a run")
-    p.add_argument("--update", required=True, metavar="RUN.json")
+    p = sub.add_parser("expectations", help="rewrite the expectations file from a run, or judge a run again")
+    p.add_argument("--update", metavar="RUN.json", help="rewrite the expectations file from this run's cells")
+    p.add_argument("--judge", metavar="RUN.json", help="judge this run's cells again against the expectations "
+                   "as they are now (no cell runs), written to -o")
+    p.add_argument("-o", "--output", metavar="OUT.json", help="with --judge: the run file to write")
     p.add_argument("--file", metavar="PATH", help="expectations file (default: the installed version's)")
     p.set_defaults(func=cmd_expectations)
 

@@ -18,7 +18,8 @@ carried to the next step.
 Optional: it requires the ``[executorch]`` extra; where it is not
 installed the column is not run (its cells are deselected and the report
 says "not run", `registry.unavailable`). Metrics: `lower_seconds`,
-`pte_bytes` (part -> size of its ``.pte``), `requests`, `served`,
+`pte_bytes` (part -> size of its ``.pte``), `delegation` (part -> nodes
+XNNPACK took and the operators left to the portable kernels), `requests`, `served`,
 `requests_unavailable`, `static_export`, `max_len`, `new_tokens`,
 `max_abs_diff`.
 """
@@ -52,6 +53,7 @@ class LoweredProgram:
         self.out_spec = program.call_spec.out_spec
         self.kwarg_order = _kwarg_order(self.in_spec)
         edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner()])
+        self.delegation = delegation(edge.exported_program().graph_module)
         # Lowering functionalizes the graph: in-place updates of inputs (the cache)
         # become extra outputs, which the runtime returns first, in this order.
         signature = edge.exported_program().graph_signature
@@ -69,6 +71,17 @@ class LoweredProgram:
         for index, value in zip(self.mutation_targets, outputs[:count]):
             flat[index].copy_(value)
         return pytree.tree_unflatten(outputs[count:], self.out_spec)
+
+
+def delegation(graph_module) -> dict:
+    """What XNNPACK took of a lowered graph and what it left to ExecuTorch's portable kernels: ``{"xnnpack_nodes":
+    n, "portable": {operator: count}}`` (the operators outside every delegate; getitem bookkeeping excluded)."""
+    from executorch.devtools.backend_debug import get_delegation_info
+
+    info = get_delegation_info(graph_module)
+    portable = {op: b.non_delegated for op, b in sorted(info.delegation_by_operator.items())
+                if b.non_delegated and op != "getitem"}
+    return {"xnnpack_nodes": info.num_delegated_nodes, "portable": portable}
 
 
 def _kwarg_order(in_spec) -> list[str]:
@@ -96,6 +109,7 @@ def check_executorch(case: Case) -> dict:
                                         metrics) from exc
         metrics["lower_seconds"] = round(time.perf_counter() - started, 3)
         metrics["pte_bytes"] = {name: len(part.buffer) for name, part in lowered.items()}
+        metrics["delegation"] = {name: part.delegation for name, part in lowered.items()}
 
         def run(name, *args, **kwargs):
             return lowered[name](**dict(zip(PART_INPUTS.get(name, ()), args), **kwargs))

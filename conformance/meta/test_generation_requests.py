@@ -163,6 +163,10 @@ def test_a_model_that_serves_any_prompt_length_passes_with_two_requests(column):
     assert outcome.verdict == "pass", outcome.reason
     assert outcome.metrics["requests"] == {"traced": "pass", "longer": "pass"}
     assert outcome.metrics["served"] == ["traced", "longer"]
+    if column == "executorch":  # what XNNPACK took of each lowered part, and what it left to the portable kernels
+        for part in outcome.metrics["delegation"].values():
+            assert part["xnnpack_nodes"] >= 0 and all(n > 0 for n in part["portable"].values())
+        assert any(part["xnnpack_nodes"] for part in outcome.metrics["delegation"].values())
     assert outcome.metrics["max_len"] == 11 + outcome.metrics["new_tokens"]  # one cache for both requests
 
 

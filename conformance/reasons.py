@@ -47,9 +47,13 @@ def where(exc: BaseException) -> str:
     return ""
 
 
+INSTALLED_PREFIX = re.compile(r"[^\s\"'(]*/(?:site|dist)-packages/")  # a venv's path before a package's files
+
+
 def one_line(exc: BaseException, limit: int = 300, location: str | None = None) -> str:
-    """`Type: message (at file:line)` on one line, for a matrix cell."""
-    text = " ".join(str(exc).split()) or repr(exc)
+    """`Type: message (at file:line)` on one line, for a matrix cell; a path into an installed package is written
+    from the package on (``executorch/exir/tensor.py``, not this machine's venv)."""
+    text = INSTALLED_PREFIX.sub("", " ".join(str(exc).split())) or repr(exc)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     location = where(exc) if location is None else location

@@ -228,3 +228,10 @@ def test_a_violation_re_raised_with_metrics_keeps_the_site_of_the_exception_it_w
     assert found.error == "KeyError"
     assert found.where.endswith("test_a_violation_re_raised_with_metrics_keeps_the_site_of_the_exception_it_wraps"
                                 ".<locals>.backend")
+
+
+def test_a_reason_names_an_installed_packages_file_from_the_package_on_never_this_machines_venv():
+    from conformance.reasons import one_line
+
+    error = RuntimeError("Caused by: (.venv-pub/lib/python3.11/site-packages/executorch/exir/tensor.py:12 in f)")
+    assert one_line(error, location="") == "RuntimeError: Caused by: (executorch/exir/tensor.py:12 in f)"

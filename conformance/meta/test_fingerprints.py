@@ -200,7 +200,7 @@ def test_a_backend_failure_raised_through_a_check_is_sited_at_the_backend_not_th
     exc = _raise_through_a_check_wrapper(traceback.StackSummary.from_list([check_frame]))
     assert exception_site(exc).endswith("_raise_through_a_check_wrapper.<locals>.backend_lowering")
     assert not site_of([check_frame, *traceback.extract_tb(exc.__traceback__)]).startswith("conformance.checks")
-    assert site_of([check_frame]) == "conformance.checks.executorch:check_executorch.<locals>.build"  # nothing else
+    assert site_of([check_frame]).startswith("conformance.checks.executorch:")  # no frame outside the suite
 
 
 def test_a_violation_re_raised_with_metrics_keeps_the_site_of_the_exception_it_wraps():

@@ -181,3 +181,28 @@ def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
     plain = make_record(model=ALPHA, check="build", verdict="pass", reason="", seconds=0.0, metrics={},
                         nodeid="n", process="main")
     assert "expected" not in plain and "observed" not in plain
+
+
+def test_the_readme_puts_deployment_columns_in_their_own_table_grouped_by_runtime():
+    """Columns that need an extra's runtime (ONNX Runtime, ExecuTorch, OpenVINO) leave the torch table for a
+    second one, grouped by runtime in column order, each header naming its runtime."""
+    from conformance.meta.test_report import CHECK_INFO, cell, make_envelope
+    from conformance.report.envelope import summarize
+
+    envelope = make_envelope()
+    envelope["checks"] = [*envelope["checks"], "export_onnx", "executorch", "exporter_onnx_forward"]
+    envelope["check_info"] = {**CHECK_INFO, "export_onnx": {"column": 93, "extra": "onnx"},
+                              "executorch": {"column": 100, "extra": "executorch"},
+                              "exporter_onnx_forward": {"column": 104, "extra": "onnx"}}
+    for row in envelope["models"].values():
+        row["cells"].update({c: cell("pass") for c in ("export_onnx", "executorch", "exporter_onnx_forward")})
+    envelope["summary"] = summarize(envelope["models"], envelope["checks"])
+    assert render.runtime_groups(envelope) == [
+        ("", ["build", "compile_prefill", "compile_decode", "legacy_cache"]),
+        ("ONNX Runtime", ["export_onnx", "exporter_onnx_forward"]), ("ExecuTorch", ["executorch"])]
+    section = render.readme_section(envelope)
+    torch_table, deployed = section.split("The same classes deployed, by runtime:")
+    assert "`export_onnx`" not in torch_table.split("torch and transformers only")[1]
+    header = next(line for line in deployed.splitlines() if line.startswith("| class"))
+    assert header == ("| class | `export_onnx`<br>ONNX Runtime | `exporter_onnx_forward`<br>ONNX Runtime | "
+                      "`executorch`<br>ExecuTorch |")

@@ -171,13 +171,29 @@ def not_run_classes(envelope: dict) -> dict[str, str]:
     return {m: row["not_run"] for m, row in envelope["models"].items() if row.get("not_run") and not row["cells"]}
 
 
-def matrix_section(envelope: dict, names: list[str]) -> list[str]:
-    checks = envelope["checks"]
+RUNTIMES = {"onnx": "ONNX Runtime", "executorch": "ExecuTorch", "openvino": "OpenVINO"}  # an extra's runtime
+
+
+def runtime_groups(envelope: dict) -> list[tuple[str, list[str]]]:
+    """The columns of a run grouped for reading: ("", the columns that need only torch and transformers), then
+    one (runtime, columns) per extra that installs a deployment runtime (`check_info[c]["extra"]`), in the order
+    the run's columns first name them. The README gives each its table."""
+    info = envelope.get("check_info") or {}
+    groups: dict[str, list[str]] = {"": []}
+    for check_id in envelope["checks"]:
+        extra = (info.get(check_id) or {}).get("extra", "")
+        groups.setdefault(RUNTIMES.get(extra, extra), []).append(check_id)
+    return [(name, checks) for name, checks in groups.items() if checks or not name]
+
+
+def matrix_section(envelope: dict, names: list[str], checks: list[str] | None = None,
+                   headers: list[str] | None = None) -> list[str]:
+    checks = envelope["checks"] if checks is None else checks
     rows = []
     for name in names:
         cells = envelope["models"][name]["cells"]
         rows.append([name] + [_symbol(cells.get(c)) for c in checks])
-    return _table(["class"] + [f"`{c}`" for c in checks], rows, ["l"] + ["c"] * len(checks))
+    return _table(["class"] + (headers or [f"`{c}`" for c in checks]), rows, ["l"] + ["c"] * len(checks))
 
 
 def split_classes(envelope: dict) -> tuple[list[str], list[str]]:
@@ -399,11 +415,26 @@ def readme_section(envelope: dict) -> str:
     image_text, others = split_classes(envelope)
     lines = [environment_line(envelope), "", legend(), "", PASS_RATE_NOTE, ""]
     lines += summary_section(envelope) + [""]
-    lines += [f"Image-text-to-text classes ({len(image_text)}):", ""]
-    lines += (matrix_section(envelope, image_text) if image_text else ["None."]) + [""]
+    groups = runtime_groups(envelope)
+    torch_only = groups[0][1]
+    deployed = [(runtime, c) for runtime, checks in groups[1:] for c in checks]
+    lines += [f"Image-text-to-text classes ({len(image_text)})"
+              + (": torch.compile, the caches and torch.export (torch and transformers only)" if deployed else "")
+              + ":", ""]
+    lines += (matrix_section(envelope, image_text, torch_only) if image_text else ["None."]) + [""]
+    if deployed and image_text:
+        runtimes = ", ".join(f"{runtime} (`{_extra_of(envelope, checks[0])}` extra: "
+                             f"{', '.join(f'`{c}`' for c in checks)})" for runtime, checks in groups[1:])
+        lines += [f"The same classes deployed, by runtime: {runtimes}:", ""]
+        lines += matrix_section(envelope, image_text, [c for _, c in deployed],
+                                headers=[f"`{c}`<br>{runtime}" for runtime, c in deployed]) + [""]
     lines += [f"Full report (the other classes ({len(others)}), declared flags vs observations, failures with "
               f"their reasons, coverage): [{FULL_REPORT_LINK}]({FULL_REPORT_LINK})."]
     return "\n".join(lines) + "\n"
+
+
+def _extra_of(envelope: dict, check_id: str) -> str:
+    return ((envelope.get("check_info") or {}).get(check_id) or {}).get("extra", "")
 
 
 class SectionError(ValueError):

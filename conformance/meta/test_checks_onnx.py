@@ -309,3 +309,20 @@ def test_a_step_whose_runtime_logits_drift_fails_at_that_step(monkeypatch):
     assert outcome.reason.startswith("decode step 1 of the exported parts vs eager generate: logits differ by "
                                      "0.001 > 0.0001")
     assert outcome.metrics["requests"] == {"traced": outcome.reason}
+
+
+def test_a_part_that_says_the_check_does_not_apply_while_traced_is_not_an_export_failure(monkeypatch, tmp_path):
+    """A generation part raises NotApplicable while traced (a cache layer it cannot carry: `carried_only`); the
+    exporter's wrappers re-raise it as their own error. The export says "does not apply", never a failure."""
+    from conformance.checks.common.outcome import NotApplicable
+
+    def exporter_wrapping(module, sample, path, shapes):
+        try:
+            raise NotApplicable("the decoder's static cache holds LinearAttentionLayer layers")
+        except NotApplicable as exc:
+            raise RuntimeError("export failed while tracing") from exc
+
+    monkeypatch.setattr(_onnx, "_export_torch", exporter_wrapping)
+    monkeypatch.setattr(_onnx, "_export_transformers", exporter_wrapping)
+    with pytest.raises(NotApplicable, match="LinearAttentionLayer"):
+        _onnx.export_onnx_file(torch.nn.Identity(), {"x": torch.zeros(1)}, str(tmp_path / "m.onnx"), {})

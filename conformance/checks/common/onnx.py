@@ -42,7 +42,7 @@ import torch
 from conformance.checks.common import export as _export
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.generation import NamedInputs
-from conformance.checks.common.outcome import ContractViolation
+from conformance.checks.common.outcome import ContractViolation, NotApplicable
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 EXTRA = "onnx"
@@ -109,9 +109,12 @@ def export_onnx_file(module: torch.nn.Module, kwargs: dict[str, Any], path: str,
                 feed = _export_transformers(module, sample, path, shapes)
             else:
                 feed = _export_torch(module, sample, path, shapes)
-    except ContractViolation:
+    except (ContractViolation, NotApplicable):
         raise
     except Exception as exc:
+        said = _innermost(exc)
+        if isinstance(said, NotApplicable):  # a part said so while traced (`generation.carried_only`), re-raised
+            raise said  # by the exporter's wrappers: the check does not apply, nothing failed
         raise ContractViolation(failure_reason(exc, f"{stage} ({exporter})", programs), metrics) from exc
     if keep is not None and programs:
         keep.update(program=programs[-1], kwargs=sample)

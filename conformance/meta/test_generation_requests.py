@@ -197,3 +197,24 @@ def test_a_model_that_serves_only_the_traced_image_size_says_so_per_request(colu
     assert outcome.fingerprint.kind == "specialisation"
     assert outcome.fingerprint.what == "pixel_values dim 3"
     assert "WidthBranch.get_image_features" in outcome.fingerprint.where
+
+
+def test_parts_that_already_differ_from_generate_when_run_eagerly_are_the_suites_gap_not_a_finding():
+    """When the artifacts' logits differ from eager generate, the same parts run eagerly decide whose it is:
+    they differ too -> the suite's decomposition misses something of the model's generate (HarnessGap); they
+    agree -> the exporter or the runtime's (the cell's failure stands)."""
+    from types import SimpleNamespace
+
+    from conformance import tolerances
+    from conformance.checks.common import served
+    from conformance.checks.common.outcome import HarnessGap
+
+    expected, logits = torch.tensor([[3, 4]]), [torch.zeros(1, 8), torch.zeros(1, 8)]
+    request = SimpleNamespace(name="traced")
+    tol = tolerances.tolerance("torch.float32", "export")
+    unfaithful = SimpleNamespace(run_eager=None, generate=lambda run, prompt: (expected, [logits[0] + 0.01, logits[1]]))
+    with pytest.raises(HarnessGap, match=r"run eagerly already differ from eager generate \(traced request, "
+                                         r"prefill: logits differ by"):
+        served._require_faithful_parts(unfaithful, None, request, expected, logits, tol)
+    faithful = SimpleNamespace(run_eager=None, generate=lambda run, prompt: (expected, logits))
+    assert served._require_faithful_parts(faithful, None, request, expected, logits, tol) is None

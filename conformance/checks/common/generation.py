@@ -371,6 +371,7 @@ class ExportedGeneration:
         self.max_len = max_len or ids.shape[1] + new_tokens
         self.programs: dict[str, torch.export.ExportedProgram] = {}
         self._callables: dict[str, torch.nn.Module] = {}
+        self._eager_parts: dict[str, torch.nn.Module] = {}
         self.logs: dict[str, ShapeLog] = {}
         self.refused: dict[str, ContractViolation] = {}  # media parts exported static: why not dynamic
         self.export_seconds = 0.0
@@ -468,3 +469,10 @@ class ExportedGeneration:
         if name not in self._callables:
             self._callables[name] = self.programs[name].module()
         return self._callables[name](**named)
+
+    def run_eager(self, name: str, *args, **kwargs):
+        """A part run as the eager module it is exported from (`modules`): what the exported program must match.
+        `generate(self.run_eager, prompt)` is the suite's decomposition itself, with no exporter involved."""
+        if not self._eager_parts:
+            self._eager_parts.update(self.modules())
+        return self._eager_parts[name](**dict(zip(PART_INPUTS.get(name, ()), args), **kwargs))

@@ -49,7 +49,7 @@ from torch.export import Dim
 
 from conformance.checks.common.compare import judge_close
 from conformance.checks.common.generation import DecoderPart, ExportedGeneration, Prompt, export_part, single_prompt
-from conformance.checks.common.outcome import ContractViolation
+from conformance.checks.common.outcome import ContractViolation, HarnessGap
 from conformance.checks.common.shapes import Place, dim_name, specialisation_fingerprint, varying_dims
 from conformance.fingerprints import Fingerprint, kind_of, where_of
 from conformance.reasons import one_line
@@ -219,6 +219,8 @@ def _serve(generation, request, prompt, run, reference, eager, tol, metrics, cha
                         Fingerprint(kind_of(exc, "export_error"), where=where_of(exc), error=type(exc).__name__,
                                     what="exported parts"))
     expected, expected_logits = eager(reference(), request.inputs)
+    if not _agree(tokens, logits, expected, expected_logits, tol):
+        _require_faithful_parts(generation, prompt, request, expected, expected_logits, tol)
     if not torch.equal(tokens, expected):
         step = int((tokens != expected).int().argmax())
         reason = (f"tokens from the exported parts differ from eager generate at new token {step}: "
@@ -228,9 +230,39 @@ def _serve(generation, request, prompt, run, reference, eager, tol, metrics, cha
         found = judge_close(actual, wanted.float(), tol, metrics)
         if not found.within:
             what = "prefill" if step == 0 else f"decode step {step}"
-            reason = f"{what} of the exported parts vs eager generate: logits differ by {found.beyond()}"
+            reason = (f"{what} of the exported parts vs eager generate: logits differ by {found.beyond()} (the same "
+                      "parts run eagerly agree with generate)")
             baked = _baked(generation, request, prompt, step) if step else None
             return baked or Unserved(request, reason, Fingerprint("numerical_mismatch", what=what))
+    return None
+
+
+def _agree(tokens, logits, expected, expected_logits, tol) -> bool:
+    return torch.equal(tokens, expected) and all(
+        judge_close(actual, wanted.float(), tol, {}).within for actual, wanted in zip(logits, expected_logits))
+
+
+def _require_faithful_parts(generation: ExportedGeneration, prompt: Prompt, request: Request, expected,
+                            expected_logits, tol) -> None:
+    """HarnessGap when the suite's parts, run eagerly (no exporter), already disagree with eager `generate`
+    for this request: the decomposition does not reproduce this model's generate (its position ids, a state
+    it keeps), so a difference of the artifacts says nothing about the exporter or the runtime."""
+    try:
+        tokens, logits = generation.generate(generation.run_eager, prompt)
+    except Exception:  # the eager parts cannot run this request: the artifacts' own failure stands
+        return None
+    if not torch.equal(tokens, expected):
+        step = int((tokens != expected).int().argmax())
+        raise HarnessGap(f"the generation parts run eagerly already differ from eager generate ({request.name} "
+                         f"request, new token {step}): the suite's decomposition does not reproduce this model's "
+                         "generate")
+    for step, (actual, wanted) in enumerate(zip(logits, expected_logits)):
+        found = judge_close(actual, wanted.float(), tol, {})
+        if not found.within:
+            what = "prefill" if step == 0 else f"decode step {step}"
+            raise HarnessGap(f"the generation parts run eagerly already differ from eager generate ({request.name} "
+                             f"request, {what}: logits differ by {found.beyond()}): the suite's decomposition does "
+                             "not reproduce this model's generate")
     return None
 
 

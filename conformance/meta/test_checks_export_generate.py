@@ -102,3 +102,30 @@ def test_a_wrong_step_program_changes_the_tokens():
     bad, _ = generation.generate(run=broken)
     assert not torch.equal(good, bad)
 
+
+
+def test_media_that_reach_the_model_without_placeholder_tokens_are_not_split():
+    """A prompt with media but no placeholder of the config's image token (a model that places its image
+    embeddings by a position mask): the parts cannot scatter features into it, so the generation columns do not
+    apply, said with why; never a contract failure of the model."""
+    from transformers import PretrainedConfig
+
+    from conformance.checks.common import generation
+    from conformance.checks.common.outcome import NotApplicable
+
+    class Owner(torch.nn.Module):
+        config = PretrainedConfig(image_token_id=99)
+
+        def forward(self, input_ids=None, attention_mask=None, inputs_embeds=None):
+            return input_ids
+
+        def get_image_features(self, pixel_values):
+            return pixel_values
+
+        def generate(self, **kwargs):
+            return kwargs["input_ids"]
+
+    model = Owner()
+    inputs = {"input_ids": torch.tensor([[5, 6, 7]]), "pixel_values": torch.zeros(1, 3, 4, 4)}
+    with pytest.raises(NotApplicable, match="another route than placeholder tokens"):
+        generation.ExportedGeneration(model, inputs)

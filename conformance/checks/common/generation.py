@@ -367,6 +367,10 @@ class ExportedGeneration:
             raise NotApplicable("the sample's media reach the model by another route than placeholder features "
                                 "(no get_image_features on the model or its base model): not split by this check")
         self.traced = self.prompt(inputs)
+        if self.traced.media and not bool(self.traced.placeholders.any()):
+            raise NotApplicable("the sample's media reach the model by another route than placeholder tokens (the "
+                                "prompt holds no placeholder of the config's image token; a position mask or "
+                                "embeddings the model places itself): not split by this check")
         self.placeholders, self.media, self.text = self.traced.placeholders, self.traced.media, self.traced.text
         self.max_len = max_len or ids.shape[1] + new_tokens
         self.programs: dict[str, torch.export.ExportedProgram] = {}

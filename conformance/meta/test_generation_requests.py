@@ -199,10 +199,11 @@ def test_a_model_that_serves_only_the_traced_image_size_says_so_per_request(colu
     assert "WidthBranch.get_image_features" in outcome.fingerprint.where
 
 
-def test_parts_that_already_differ_from_generate_when_run_eagerly_are_the_suites_gap_not_a_finding():
-    """When the artifacts' logits differ from eager generate, the same parts run eagerly decide whose it is:
-    they differ too -> the suite's decomposition misses something of the model's generate (HarnessGap); they
-    agree -> the exporter or the runtime's (the cell's failure stands)."""
+def test_parts_that_already_differ_from_generate_when_run_eagerly_are_the_suites_gap_not_a_finding(monkeypatch):
+    """When the artifacts' logits differ from eager generate, the same parts run eagerly, against eager generate
+    over a static cache (what the parts hold), decide whose it is: they differ -> the suite's decomposition misses
+    something of the model's generate (HarnessGap); they agree -> the exporter's, the runtime's or the model's
+    static cache's (the cell's failure stands: the planted WrongSlotLM and StaleCacheLM still fail)."""
     from types import SimpleNamespace
 
     from conformance import tolerances
@@ -210,11 +211,20 @@ def test_parts_that_already_differ_from_generate_when_run_eagerly_are_the_suites
     from conformance.checks.common.outcome import HarnessGap
 
     expected, logits = torch.tensor([[3, 4]]), [torch.zeros(1, 8), torch.zeros(1, 8)]
-    request = SimpleNamespace(name="traced")
+    seen = {}
+
+    def static_generate(model, inputs, new_tokens, **options):
+        seen.update(options)
+        return SimpleNamespace(sequences=expected, logits=logits)
+
+    monkeypatch.setattr(served, "greedy_generate", static_generate)
+    request = SimpleNamespace(name="traced", inputs={})
     tol = tolerances.tolerance("torch.float32", "export")
-    unfaithful = SimpleNamespace(run_eager=None, generate=lambda run, prompt: (expected, [logits[0] + 0.01, logits[1]]))
-    with pytest.raises(HarnessGap, match=r"run eagerly already differ from eager generate \(traced request, "
-                                         r"prefill: logits differ by"):
-        served._require_faithful_parts(unfaithful, None, request, expected, logits, tol)
-    faithful = SimpleNamespace(run_eager=None, generate=lambda run, prompt: (expected, logits))
-    assert served._require_faithful_parts(faithful, None, request, expected, logits, tol) is None
+    unfaithful = SimpleNamespace(run_eager=None, new_tokens=2,
+                                 generate=lambda run, prompt: (expected, [logits[0] + 0.01, logits[1]]))
+    with pytest.raises(HarnessGap, match=r"run eagerly already differ from eager generate with a static cache "
+                                         r"\(traced request, prefill: logits differ by"):
+        served._require_faithful_parts(unfaithful, None, request, lambda: None, tol)
+    assert seen["cache_implementation"] == "static"
+    faithful = SimpleNamespace(run_eager=None, new_tokens=2, generate=lambda run, prompt: (expected, logits))
+    assert served._require_faithful_parts(faithful, None, request, lambda: None, tol) is None

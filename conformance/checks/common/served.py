@@ -48,7 +48,8 @@ import torch
 from torch.export import Dim
 
 from conformance.checks.common.compare import judge_close
-from conformance.checks.common.generation import DecoderPart, ExportedGeneration, Prompt, export_part, single_prompt
+from conformance.checks.common.generation import (DecoderPart, ExportedGeneration, Prompt, export_part, greedy_generate,
+                                                   single_prompt)
 from conformance.checks.common.outcome import ContractViolation, HarnessGap
 from conformance.checks.common.shapes import Place, dim_name, specialisation_fingerprint, varying_dims
 from conformance.fingerprints import Fingerprint, kind_of, where_of
@@ -220,7 +221,7 @@ def _serve(generation, request, prompt, run, reference, eager, tol, metrics, cha
                                     what="exported parts"))
     expected, expected_logits = eager(reference(), request.inputs)
     if not _agree(tokens, logits, expected, expected_logits, tol):
-        _require_faithful_parts(generation, prompt, request, expected, expected_logits, tol)
+        _require_faithful_parts(generation, prompt, request, reference, tol)
     if not torch.equal(tokens, expected):
         step = int((tokens != expected).int().argmax())
         reason = (f"tokens from the exported parts differ from eager generate at new token {step}: "
@@ -242,27 +243,32 @@ def _agree(tokens, logits, expected, expected_logits, tol) -> bool:
         judge_close(actual, wanted.float(), tol, {}).within for actual, wanted in zip(logits, expected_logits))
 
 
-def _require_faithful_parts(generation: ExportedGeneration, prompt: Prompt, request: Request, expected,
-                            expected_logits, tol) -> None:
-    """HarnessGap when the suite's parts, run eagerly (no exporter), already disagree with eager `generate`
-    for this request: the decomposition does not reproduce this model's generate (its position ids, a state
-    it keeps), so a difference of the artifacts says nothing about the exporter or the runtime."""
+def _require_faithful_parts(generation: ExportedGeneration, prompt: Prompt, request: Request, reference: Callable,
+                            tol) -> None:
+    """HarnessGap when the suite's parts, run eagerly (no exporter), disagree with eager `generate` over the same
+    kind of cache they hold (a StaticCache): the decomposition does not reproduce this model's generate (its
+    position ids, a state it keeps), so a difference of the artifacts says nothing about the exporter or the
+    runtime. A model whose static-cache generation is itself wrong agrees with its parts here: its failure stands.
+    Undecidable (either side cannot run) -> the artifacts' failure stands."""
     try:
         tokens, logits = generation.generate(generation.run_eager, prompt)
-    except Exception:  # the eager parts cannot run this request: the artifacts' own failure stands
+        out = greedy_generate(reference(), request.inputs, generation.new_tokens, output_logits=True,
+                              return_dict_in_generate=True, cache_implementation="static")
+        expected, expected_logits = out.sequences[:, -generation.new_tokens:], list(out.logits)
+    except Exception:
         return None
     if not torch.equal(tokens, expected):
         step = int((tokens != expected).int().argmax())
-        raise HarnessGap(f"the generation parts run eagerly already differ from eager generate ({request.name} "
-                         f"request, new token {step}): the suite's decomposition does not reproduce this model's "
-                         "generate")
+        raise HarnessGap(f"the generation parts run eagerly already differ from eager generate with a static cache "
+                         f"({request.name} request, new token {step}): the suite's decomposition does not reproduce "
+                         "this model's generate")
     for step, (actual, wanted) in enumerate(zip(logits, expected_logits)):
         found = judge_close(actual, wanted.float(), tol, {})
         if not found.within:
             what = "prefill" if step == 0 else f"decode step {step}"
-            raise HarnessGap(f"the generation parts run eagerly already differ from eager generate ({request.name} "
-                             f"request, {what}: logits differ by {found.beyond()}): the suite's decomposition does "
-                             "not reproduce this model's generate")
+            raise HarnessGap(f"the generation parts run eagerly already differ from eager generate with a static "
+                             f"cache ({request.name} request, {what}: logits differ by {found.beyond()}): the "
+                             "suite's decomposition does not reproduce this model's generate")
     return None
 
 

@@ -157,6 +157,19 @@ def test_the_groups_are_the_registry_s_columns():
     assert groups["openvino"].pytest_args() == ["--checks", "exporter_openvino_forward,exporter_openvino_generate"]
 
 
+def test_a_rerun_of_some_columns_never_shares_the_whole_group_s_files(tmp_path):
+    """A narrowed group's job (--checks) is named after its checks: in the same out_dir it neither counts as the
+    whole group's finished job nor clears that job's envelope (job_run clears files another command left)."""
+    def ids(**request):
+        asked = joblists.Request(envs=(joblists.installed_env(),), groups=("dynamic",), **request)
+        return [(j["id"], j["out"]) for j in joblists.plan(asked, tmp_path, names_of=lambda v: [OK])["jobs"]]
+
+    [(whole, whole_out)] = ids()
+    [(narrowed, narrowed_out)] = ids(checks=("export_dynamic",))
+    assert whole.endswith("-dynamic-1of1") and narrowed.endswith("-dynamic-export_dynamic-1of1")
+    assert whole_out != narrowed_out
+
+
 def test_a_new_opt_in_group_or_extra_is_a_new_group(monkeypatch):
     monkeypatch.setattr(registry, "CHECKS", dict(registry.load_all()))
     registry.check("slow_probe", column=97, opt_in="slow")(lambda case: {})
@@ -233,7 +246,8 @@ def test_bad_input_is_one_line(capsys, monkeypatch, tmp_path, argv, needle):
 def test_the_jobs_merged_equal_one_run_of_the_same_cells(one_run, stopped_run):
     _, _, single = one_run
     root, joblist = stopped_run["root"], stopped_run["joblist"]
-    assert [j["id"].split("-", 1)[1] for j in joblist["jobs"]] == ["plain-1of2", "plain-2of2", "dynamic-1of1"]
+    assert [j["id"].split("-", 1)[1] for j in joblist["jobs"]] == [
+        "plain-build+compile_prefill-1of2", "plain-build+compile_prefill-2of2", "dynamic-1of1"]
     merged = job_publish.merge_version(joblist, joblist["versions"][0]["env"], root)
     cells = verdicts(merged)
     assert cells == verdicts(single)

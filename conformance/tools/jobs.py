@@ -15,7 +15,10 @@ Contracts:
   version and chosen group, the fewest shards whose expected wall fits the
   budget (`run.shards.plan`, from the published seconds the run's ``--shard``
   uses, so that each job's predicted classes are the ones its run takes), or
-  the shards asked for. Each job has an id (``<env>-<group>-<i>of<n>``), its
+  the shards asked for. Each job has an id (``<env>-<group>-<i>of<n>``; a
+  group that `Request.checks` narrows is ``<env>-<group>-<check>+...-<i>of<n>``,
+  so that a rerun of some columns never takes, or clears, the files of the
+  whole group's job in the same out_dir), its
   `command` (argv; ``python`` is the interpreter of the job's version, see
   `job_run`), its `out` (the envelope, under `out_dir`, relative to the
   repository root), its install line and its expected classes and seconds.
@@ -207,8 +210,8 @@ def install_line(version: versions.Version, group: Group, root: Path) -> tuple[s
 
 
 def _job(request: Request, version: versions.Version, group: Group, index: int, total: int, classes: list[str],
-         seconds: dict[str, float], root: Path) -> dict:
-    name = f"{group.name}-{index}of{total}"
+         seconds: dict[str, float], root: Path, narrowed: bool = False) -> dict:
+    name = f"{group.name}-{'+'.join(group.checks)}-{index}of{total}" if narrowed else f"{group.name}-{index}of{total}"
     out = f"{request.out_dir}/{version.env}/{name}.json"
     command = ["python", "-m", "pytest", request.target, *group.pytest_args()]
     command += ["--models", request.models] if request.models else []
@@ -239,6 +242,7 @@ def plan(request: Request, root: Path, names_of=None) -> dict:
     if not chosen:
         raise JobsError("no column group left to run: check --groups, --extras and --checks")
     names_of = names_of or (lambda version: default_names(version, request, root))
+    whole = {g.name: g.checks for g in column_groups()}
     listed, jobs = [], []
     for version in map(version_of, request.envs):
         names = names_of(version)
@@ -248,7 +252,8 @@ def plan(request: Request, root: Path, names_of=None) -> dict:
                 shards.plan(names, seconds, request.budget, request.workers).shards
             for index in range(1, total + 1):
                 classes = shards.share_of(names, f"{index}/{total}", seconds) if total > 1 else list(names)
-                jobs.append(_job(request, version, group, index, total, classes, seconds, root))
+                jobs.append(_job(request, version, group, index, total, classes, seconds, root,
+                                 narrowed=group.checks != whole[group.name]))
         listed.append({"env": version.env, "transformers": version.transformers, "classes": len(names),
                        "merged": f"{request.out_dir}/{version.env}.json", "not_run": not_run,
                        "check_info": describe(list(not_run))})

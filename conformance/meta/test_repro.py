@@ -66,6 +66,26 @@ def test_a_path_needs_each_of_its_columns_in_the_run():
     assert all(not u.paths for u in found.values())
 
 
+def test_the_deployment_columns_are_paths_too():
+    """A group that alone blocks a class's generation through transformers' exporter unlocks that exporter's path
+    (forward passing): the published deployment columns rank like the compile and export ones."""
+    run = make_run()
+    decompose = {"kind": "contract", "where": "transformers.exporters.utils:decompose_for_generation"}
+    for name, row in run["models"].items():
+        row["cells"]["exporter_dynamo_forward"] = {**cell_of(row, "build")}
+        row["cells"]["exporter_dynamo_generate"] = failing("fail", "image_encoder left out", decompose)
+    groups = findings.group_failures([run])
+    found = findings.unlocks(groups, [run])
+    left_out = next(g.id for g in groups if g.where == decompose["where"])
+    assert "exporter:dynamo" in findings.PATHS
+    assert found[left_out].paths == {"exporter:dynamo": sorted(
+        n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
+
+
+def cell_of(row: dict, column: str) -> dict:
+    return dict(row["cells"][column])
+
+
 def test_where_a_site_is():
     def group(kind, where):
         return findings.Group("x", kind, where, False)

@@ -179,7 +179,11 @@ def group_failures(envelopes: list[dict], sources: list[str] | None = None) -> l
 PATHS = {"compile": ("compile_prefill", "compile_decode"),
          "export": ("export_forward", "export_forward_strict", "export_static_cache", "export_generate"),
          "onnx": ("export_onnx", "onnx_generate"),
-         "cache": ("static_cache", "legacy_cache")}
+         "cache": ("static_cache", "legacy_cache"),
+         "executorch": ("executorch",),
+         # transformers.exporters, per backend: the forward and the generation a deployment takes
+         **{f"exporter:{b}": (f"exporter_{b}_forward", f"exporter_{b}_generate")
+            for b in ("dynamo", "onnx", "executorch", "openvino")}}
 TOP = 10  # groups in the ranked opening of the findings document
 TORCH_SITES = (("torch._dynamo", "dynamo"), ("torch.export", "export"), ("torch._export", "export"),
                ("torch._inductor", "inductor"), ("<inductor generated code>", "inductor"),

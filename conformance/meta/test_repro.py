@@ -242,3 +242,23 @@ def test_three_published_groups_reproduce_standalone(tmp_path):
     for e in reproduced:
         group = by_id(groups)[e.group]
         assert e.observed["kind"] == group.kind and findings.cause_key(e.observed, "")[1] == group.where
+
+
+def test_the_exporters_largest_published_group_reproduces_standalone(tmp_path):
+    """transformers.exporters' columns have templates too: the published group of the dynamo exporter's generation
+    that leaves the image encoder out of the decomposition (a contract the check sites at the function that chose
+    the components) is written as a script that calls export_for_generation and the runners, and it reproduces."""
+    pytest.importorskip("transformers.exporters")
+    envelope = report.load_envelope(str(PUBLISHED)) if PUBLISHED.exists() else pytest.skip("no published matrix")
+    groups = findings.group_failures([envelope], [str(PUBLISHED)])
+    site = "transformers.exporters.utils:decompose_for_generation"
+    group = next((g for g in groups if g.where == site and "exporter_dynamo_generate" in g.checks), None)
+    if group is None:
+        pytest.skip("the published matrix has no decomposition group of exporter_dynamo_generate")
+    entry = repro.write_one(group, [envelope], tmp_path)
+    assert entry.script, entry.why
+    source = (tmp_path / entry.script).read_text()
+    assert "export_for_generation" in source and not re.search(r"^\s*(import|from)\s+conformance", source, re.M)
+    repro_verify.verify([entry], groups, tmp_path, timeout=180)
+    assert entry.verified, entry.why
+    assert entry.observed["kind"] == "contract" and entry.observed["where"] == site

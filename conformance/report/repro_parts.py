@@ -19,7 +19,10 @@ small as the rule allows, with the check's name in its docstring:
   (`static_cache`);
 * `VisionPart`, `EmbedPart`, `DecoderPart`, `FunctionalStep`
   (`checks.common.generation`, `onnx_generate`), `image_features`;
-* `StaticCacheModule`, `slot_mask` (`export_static_cache`).
+* `StaticCacheModule`, `slot_mask` (`export_static_cache`);
+* `exporter_of`, `exporter_call` (a failure is the innermost exception of the
+  exporters' wrappers), `runner_kwargs`, `runner_precision`, `RoutedGenerate`, `bound`
+  (`checks.common.exporters`: the `exporter_*` columns).
 """
 
 import inspect
@@ -364,6 +367,119 @@ class OrtProgram:
         return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
 
 
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
+
+
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
+
+
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
+
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+
+
+def runner_precision(runner):
+    """The precision OpenVINO compiled a runner's model in (`checks.common.exporters.inference_precision`: on a CPU
+    with bf16 its default is bf16, whatever the export's); "" for the other backends."""
+    compiled = getattr(runner, "compiled_model", None)
+    if compiled is None:
+        return ""
+    value = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
+    value = value.split("'")[1] if "'" in value else value
+    return {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(value, value)
+
+
+class RoutedGenerate:
+    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
+    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
+    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
+    calls of named submodules no component covers (their PyTorch code ran)."""
+
+    def __init__(self, model, runners):
+        import functools
+
+        from transformers.exporters.utils import _find_multimodal_submodules
+
+        self.model, self.calls, self.eager_calls = model, 0, {}
+        submodules = _find_multimodal_submodules(model)
+        for name, module in submodules.items():
+            if name not in runners:
+                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
+                    name, self.eager_calls.get(name, 0) + 1))
+        for name, runner in runners.items():
+            if name not in ("prefill", "decode"):
+                self._route(submodules[name], runner)
+        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            first, self.calls = self.calls == 0, self.calls + 1
+            if first and prefill is None:
+                return original(*args, **kwargs)
+            runner = prefill if first else decode
+            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+
+        model.forward = forward
+
+    def _route(self, module, runner):
+        import functools
+
+        original = module.forward
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+
+        module.forward = forward
+
+    def generate(self, request, config):
+        import copy
+
+        self.calls = 0
+        with torch.no_grad():
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+
+
+def bound(original, args, kwargs):
+    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    signature = inspect.signature(original)
+    named = {}
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            named[name] = value
+    return named
+
+
+
 NEEDS = {
     "export_and_reload": ("LogitsModule",),
     "NamedLogitsModule": ("LogitsModule",),
@@ -373,11 +489,13 @@ NEEDS = {
     "FunctionalStep": ("DecoderPart",),
     "VisionPart": ("image_features",),
     "StaticCacheModule": ("logits_of", "static_cache", "full_static_layers"),
+    "RoutedGenerate": ("exporter_call", "runner_kwargs", "bound"),
 }
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
-           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram")
+           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram",
+           "exporter_of", "exporter_call", "runner_kwargs", "runner_precision", "bound", "RoutedGenerate")
 
 
 from conformance.report.repro_report import Finding, failing_as  # noqa: E402  (the scripts paste repro_report)

@@ -78,7 +78,7 @@ def register(*checks: str):
 
 
 def template_for(check: str):
-    from conformance.report import repro_compile, repro_export  # noqa: F401  (they register the templates)
+    from conformance.report import repro_compile, repro_export, repro_exporters  # noqa: F401  (they register them)
 
     return TEMPLATES.get(check)
 

@@ -1,0 +1,129 @@
+"""Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns: transformers'
+own exporters (`conformance.report.repro_steps` states what a template is).
+
+The script calls what a person deploying the model calls: ``<Backend>Exporter().export(model, inputs,
+Config(dynamic=True))`` or ``export_for_generation(...)`` with the suite's static-cache generation config, then
+(past an export that succeeds) the backend's runners on the sample, against eager, with the check's words; a
+generation is driven by the model's own `generate` with its components routed to their runners
+(`repro_parts.RoutedGenerate`). A failure on the check's second request (a prompt of another length) is not
+written: the script carries one request.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+from conformance.report.repro_steps import Context, NoTemplate, Steps, atol, register, rtol
+from conformance.report.repro_values import literal
+
+BACKENDS = ("dynamo", "onnx", "executorch", "openvino")
+SECOND_REQUEST = ("on the longer", "on the shorter", "longer:", "shorter:")
+
+
+def _backend(ctx: Context) -> str:
+    return ctx.check.split("_")[1]
+
+
+def _second_request(ctx: Context) -> None:
+    if any(marker in ctx.cell.reason for marker in SECOND_REQUEST):
+        raise NoTemplate("the failure is on the check's second request (a prompt of another length), which the "
+                         "script does not carry")
+
+
+@register(*(f"exporter_{b}_forward" for b in BACKENDS))
+def exporter_forward(ctx: Context) -> Steps:
+    from conformance.checks.common import exporters
+    from conformance.checks.common.export import split_inputs
+
+    _second_request(ctx)
+    backend = _backend(ctx)
+    tensors, constants = split_inputs(ctx.case.inputs())
+    model = ctx.case.fresh_model()
+    if "use_cache" in inspect.signature(model.forward).parameters:
+        constants = {**constants, "use_cache": False}
+    body = ["inputs = sample_inputs()",
+            "model = tiny_model()",
+            f"exporter, config = exporter_of({backend!r}, dynamic=True)",
+            "exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)"]
+    if ".export(" not in ctx.cell.reason.split(":", 1)[0]:
+        body += ['runner = exporter_call(lambda: exported.to("cpu").runners["model"])',
+                 "reference = tiny_model()",
+                 "actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
+                 "with torch.no_grad():",
+                 "    expected = logits_of(reference(**inputs, **CONSTANTS))",
+                 'mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))',
+                 "if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:",
+                 "    actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions",
+                 "precision = runner_precision(runner)",
+                 f'what = f"{backend} runner logits in {{precision}} (its default)" if precision not in ("", "f32") '
+                 f'else "{backend} runner logits on the sample"',
+                 "within, beyond = close(actual, expected, ATOL, RTOL)",
+                 "if not within:",
+                 '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
+    return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "runner_precision", "close",
+                              "logits_of"), inputs=tensors,
+                 constants={"CONSTANTS": _literal(constants), "ATOL": repr(exporters_tolerance(ctx)),
+                            "RTOL": repr(rtol())},
+                 notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
+                        "(the check also calls it on a prompt of another length)"])
+
+
+@register(*(f"exporter_{b}_generate" for b in BACKENDS))
+def exporter_generate(ctx: Context) -> Steps:
+    from conformance.checks.common import exporters
+
+    _second_request(ctx)
+    backend = _backend(ctx)
+    requests, _ = exporters.requests_of(ctx.case)
+    config = exporters.static_generation_config(ctx.case.fresh_model(), [r for _, r in requests])
+    settings = {k: v for k, v in config.to_diff_dict().items() if k in GENERATION_KEYS}
+    body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
+            "config = tiny_model().generation_config",
+            "config.update(**GENERATION)",
+            f"exporter, export_config = exporter_of({backend!r}, dynamic=True)",
+            "exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,",
+            "                         generation_config=config)"]
+    if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
+        body += ['runners = exporter_call(lambda: exported.to("cpu").runners)',
+                 "routed = RoutedGenerate(tiny_model(), runners)",
+                 "actual = routed.generate(inputs, config)",
+                 "if routed.eager_calls:",
+                 "    left_out = sorted(routed.eager_calls)",
+                 '    raise Finding("contract", f"export_for_generation left {left_out} out of its components "',
+                 '                  f"({sorted(exported.components)}), and generate calls them",',
+                 '                  what=f"submodules called by generate but not exported: {left_out}",',
+                 f"                  where={exporters.DECOMPOSITION_SITE!r})",
+                 "with torch.no_grad():",
+                 "    expected = tiny_model().generate(**inputs, generation_config=config)",
+                 "tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]",
+                 "if not torch.equal(tokens, wanted):",
+                 "    step = int((tokens != wanted).any(0).nonzero()[0])",
+                 '    raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "',
+                 '                  f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",',
+                 '                  what=f"tokens from the components differ at new token {step}")',
+                 "for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):",
+                 "    within, beyond = close(a.float(), e.float(), ATOL, RTOL)",
+                 "    if not within:",
+                 '        raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "',
+                 '                      f"eager generate by {beyond}", what="logits from the components differ")']
+    return Steps(body, parts=("exporter_of", "exporter_call", "RoutedGenerate", "close"), inputs=requests[0][1],
+                 constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
+                            "ATOL": repr(exporters_tolerance(ctx)), "RTOL": repr(rtol())},
+                 notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "
+                        "static cache, greedy; one request (the check also generates for a prompt of another "
+                        "length)"])
+
+
+GENERATION_KEYS = ("cache_implementation", "max_cache_len", "do_sample", "num_beams", "max_new_tokens",
+                   "min_new_tokens", "eos_token_id", "output_logits", "return_dict_in_generate", "pad_token_id")
+
+
+def exporters_tolerance(ctx: Context) -> float:
+    return atol("export")
+
+
+def _literal(value: dict) -> str:
+    try:
+        return literal(value)
+    except ValueError as exc:
+        raise NoTemplate(f"an input the check passes cannot be written: {exc}") from None

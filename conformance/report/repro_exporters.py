@@ -62,7 +62,7 @@ def exporter_forward(ctx: Context) -> Steps:
                  '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
     return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "runner_precision", "close",
                               "logits_of"), inputs=tensors,
-                 constants={"CONSTANTS": _literal(constants), "ATOL": repr(exporters_tolerance(ctx)),
+                 constants={"CONSTANTS": _literal(constants), "ATOL": repr(atol("export")),
                             "RTOL": repr(rtol())},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
                         "(the check also calls it on a prompt of another length)"])
@@ -108,7 +108,7 @@ def exporter_generate(ctx: Context) -> Steps:
                  '                      f"eager generate by {beyond}", what="logits from the components differ")']
     return Steps(body, parts=("exporter_of", "exporter_call", "RoutedGenerate", "close"), inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
-                            "ATOL": repr(exporters_tolerance(ctx)), "RTOL": repr(rtol())},
+                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "
                         "static cache, greedy; one request (the check also generates for a prompt of another "
                         "length)"])
@@ -116,10 +116,6 @@ def exporter_generate(ctx: Context) -> Steps:
 
 GENERATION_KEYS = ("cache_implementation", "max_cache_len", "do_sample", "num_beams", "max_new_tokens",
                    "min_new_tokens", "eos_token_id", "output_logits", "return_dict_in_generate", "pad_token_id")
-
-
-def exporters_tolerance(ctx: Context) -> float:
-    return atol("export")
 
 
 def _literal(value: dict) -> str:

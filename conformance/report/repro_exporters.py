@@ -30,6 +30,13 @@ def _second_request(ctx: Context) -> None:
                          "script does not carry")
 
 
+def _runner_options(backend: str) -> str:
+    """The check's `ExportedModel.to` keywords for `backend` as call source (OpenVINO: compiled in float32)."""
+    from conformance.checks.common.exporters import runner_options
+
+    return "".join(f", {key}={value!r}" for key, value in runner_options(backend).items())
+
+
 @register(*(f"exporter_{b}_forward" for b in BACKENDS))
 def exporter_forward(ctx: Context) -> Steps:
     from conformance.checks.common import exporters
@@ -46,7 +53,7 @@ def exporter_forward(ctx: Context) -> Steps:
             f"exporter, config = exporter_of({backend!r}, dynamic=True)",
             "exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)"]
     if ".export(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += ['runner = exporter_call(lambda: exported.to("cpu").runners["model"])',
+        body += [f'runner = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners["model"])',
                  "reference = tiny_model()",
                  "actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
                  "with torch.no_grad():",
@@ -54,13 +61,11 @@ def exporter_forward(ctx: Context) -> Steps:
                  'mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))',
                  "if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:",
                  "    actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions",
-                 "precision = runner_precision(runner)",
-                 f'what = f"{backend} runner logits in {{precision}} (its default)" if precision not in ("", "f32") '
-                 f'else "{backend} runner logits on the sample"',
+                 f'what = "{backend} runner logits on the sample"',
                  "within, beyond = close(actual, expected, ATOL, RTOL)",
                  "if not within:",
                  '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
-    return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "runner_precision", "close",
+    return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "close",
                               "logits_of"), inputs=tensors,
                  constants={"CONSTANTS": _literal(constants), "ATOL": repr(atol("export")),
                             "RTOL": repr(rtol())},
@@ -84,7 +89,7 @@ def exporter_generate(ctx: Context) -> Steps:
             "exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,",
             "                         generation_config=config)"]
     if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += ['runners = exporter_call(lambda: exported.to("cpu").runners)',
+        body += [f'runners = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners)',
                  "routed = RoutedGenerate(tiny_model(), runners)",
                  "actual = routed.generate(inputs, config)",
                  "if routed.eager_calls:",

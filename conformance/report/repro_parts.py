@@ -21,7 +21,7 @@ small as the rule allows, with the check's name in its docstring:
   (`checks.common.generation`, `onnx_generate`), `image_features`;
 * `StaticCacheModule`, `slot_mask` (`export_static_cache`);
 * `exporter_of`, `exporter_call` (a failure is the innermost exception of the
-  exporters' wrappers), `runner_kwargs`, `runner_precision`, `RoutedGenerate`, `bound`
+  exporters' wrappers), `runner_kwargs`, `RoutedGenerate`, `bound`
   (`checks.common.exporters`: the `exporter_*` columns).
 """
 
@@ -404,17 +404,6 @@ def runner_kwargs(runner, owner, inputs):
     return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
-def runner_precision(runner):
-    """The precision OpenVINO compiled a runner's model in (`checks.common.exporters.inference_precision`: on a CPU
-    with bf16 its default is bf16, whatever the export's); "" for the other backends."""
-    compiled = getattr(runner, "compiled_model", None)
-    if compiled is None:
-        return ""
-    value = str(compiled.get_property("INFERENCE_PRECISION_HINT"))
-    value = value.split("'")[1] if "'" in value else value
-    return {"bfloat16": "bf16", "float16": "f16", "float32": "f32"}.get(value, value)
-
-
 class RoutedGenerate:
     """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
     `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
@@ -495,7 +484,7 @@ SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_ca
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram",
-           "exporter_of", "exporter_call", "runner_kwargs", "runner_precision", "bound", "RoutedGenerate")
+           "exporter_of", "exporter_call", "runner_kwargs", "bound", "RoutedGenerate")
 
 
 from conformance.report.repro_report import Finding, failing_as  # noqa: E402  (the scripts paste repro_report)

@@ -98,6 +98,9 @@ def test_where_a_site_is():
     assert findings.site_in(group("exception", "onnxruntime.capi.x:Session.run")) == "another backend (onnxruntime)"
     assert findings.site_in(group("recompile", "kwargs['cache'] == # @ cache_utils:update")) == "transformers"
     assert findings.site_in(group("contract", "logits differ by # > #")) == "no code site"
+    assert findings.site_in(group("contract", "step #: ONNX Runtime logits differ by # > #")) == "no code site"
+    assert findings.site_in(group("contract", "transformers.exporters.utils:decompose_for_generation")) == \
+        "transformers"
 
 
 def test_the_document_opens_with_the_ranked_top_ten_and_json_carries_the_unlocks(tmp_path, capsys, monkeypatch):

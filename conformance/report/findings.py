@@ -46,6 +46,7 @@ the caller passes in).
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 
 from conformance.fingerprints import mask
@@ -188,7 +189,8 @@ TOP = 10  # groups in the ranked opening of the findings document
 TORCH_SITES = (("torch._dynamo", "dynamo"), ("torch.export", "export"), ("torch._export", "export"),
                ("torch._inductor", "inductor"), ("<inductor generated code>", "inductor"),
                ("torch._functorch", "AOTAutograd"), ("torch.onnx", "the ONNX exporter"))
-NOT_A_SITE = ("contract", "numerical_mismatch")  # kinds keyed by their masked words, not by a frame
+NOT_A_SITE = ("contract", "numerical_mismatch")  # kinds keyed by their masked words, unless they carry a frame
+FRAME = re.compile(r"^[A-Za-z_<][\w.<> -]*:[\w.<>]+$")  # `module:qualname`, as `reasons.site_of` names a frame
 
 
 @dataclass
@@ -255,8 +257,9 @@ def rank(groups: list[Group], envelopes: list[dict]) -> list[tuple[Group, Unlock
 
 def site_in(group: Group) -> str:
     """Where a group's site is: ``transformers``, ``torch (dynamo)`` and the like, ``another backend (...)``, or
-    ``no code site`` (a contract or a numerical mismatch is keyed by its words)."""
-    if group.kind in NOT_A_SITE or group.by_reason:
+    ``no code site`` (a contract or a numerical mismatch keyed by its words; one whose fingerprint names the frame
+    that broke the contract, as the exporters' left-out components do, is placed by that frame)."""
+    if group.by_reason or (group.kind in NOT_A_SITE and not FRAME.match(group.where)):
         return "no code site"
     where = group.where.rsplit(" @ ", 1)[-1] if group.kind == "recompile" else group.where
     if group.kind == "recompile":  # a failed guard sits in the traced code: the model's (dynamo traces no torch)

@@ -23,7 +23,7 @@ from conformance.checks.common import registry
 from conformance.checks.common.compare import assert_close, closeness, judge_close
 from conformance.checks.common.outcome import ContractViolation, run_check
 from conformance.meta.test_checks_compile import llama_factory, prompt_inputs, synthetic_case
-from conformance.report import summary, truth
+from conformance.report import render, summary, truth
 
 EAGER = tolerances.tolerance("float32", "eager")
 
@@ -133,6 +133,17 @@ def test_the_summary_names_cells_near_the_edge():
     assert [c[3] for c in summary.near_edge(_envelope(failing))] == [1.5]
     otherwise = {"static_cache": {"verdict": "xfail", "observed": "fail", "metrics": {"worst_ratio": 0.0}}}
     assert summary.near_edge(_envelope(otherwise)) == []  # it failed on something else than the comparison
+
+
+def test_the_published_matrix_page_names_cells_near_the_edge_and_comparisons_without_a_ratio():
+    near = {"static_cache": {"verdict": "pass", "metrics": {"max_abs_diff": 1e-6, "worst_ratio": 0.8}}}
+    section = "\n".join(render.failures_section(_envelope(near)))
+    assert "### Near the edge (within 2x of the tolerance) (1)" in section
+    assert "AForConditionalGeneration / `static_cache`: worst ratio 0.80" in section
+    older = {"static_cache": {"verdict": "pass", "metrics": {"max_abs_diff": 1e-6}}}  # published before the ratio
+    section = "\n".join(render.failures_section(_envelope(older)))
+    assert "(0)" in section.split("### Near the edge")[1].splitlines()[0]
+    assert "Compared without a recorded worst ratio" in section and "`static_cache` 1" in section
 
 
 class ValueSkewStaticLlama(LlamaForCausalLM):

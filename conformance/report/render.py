@@ -24,7 +24,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from conformance import columns
+from conformance import columns, tolerances
+from conformance.report import summary
 from conformance.verdicts import VERDICTS, passed
 
 START_MARKER = "<!-- matrix:start -->"
@@ -330,7 +331,38 @@ def failures_section(envelope: dict) -> list[str]:
                 where = ", ".join(f"`{c}`" for c in ids)
                 found.append(f"- {SYMBOLS[verdict]} {name} / {where}: {code(reason) or '(no reason recorded)'}")
         lines += [f"### {title} ({len(found)})", ""] + (found or ["None."]) + [""]
+    return lines + near_edge_section(envelope)
+
+
+def near_edge_section(envelope: dict) -> list[str]:
+    """The comparing cells whose worst ratio to the allowed difference is within `tolerances.NEAR_EDGE` of 1 on
+    their side: the verdicts another machine or day could flip, named before a red CI names them."""
+    edge = summary.near_edge(envelope)
+    found = [f"- {SYMBOLS[verdict]} {model} / `{check}`: worst ratio {ratio:.2f} of the allowed difference"
+             for model, check, verdict, ratio in edge]
+    lines = [f"### Near the edge (within {tolerances.NEAR_EDGE:g}x of the tolerance) ({len(found)})", ""] + \
+        (found or ["None."]) + [""]
+    unplaced = unplaced_comparisons(envelope)
+    if unplaced:
+        lines += ["Compared without a recorded worst ratio (cells published before it was recorded: their distance "
+                  "to the edge is unknown until the column is rerun): " +
+                  ", ".join(f"`{check}` {count}" for check, count in unplaced.items()) + ".", ""]
     return lines
+
+
+def unplaced_comparisons(envelope: dict) -> dict[str, int]:
+    """Per comparing column, how many cells recorded a comparison but no worst ratio."""
+    info = envelope.get("check_info", {})
+    found: dict[str, int] = {}
+    for check in envelope["checks"]:
+        if not info.get(check, {}).get("compares"):
+            continue
+        for row in envelope["models"].values():
+            metrics = row["cells"].get(check, {}).get("metrics") or {}
+            if any(k in metrics for k in tolerances.COMPARISON_METRICS) and \
+                    not any(k in metrics for k in summary.RATIOS):
+                found[check] = found.get(check, 0) + 1
+    return found
 
 
 def listed_metrics_section(envelope: dict) -> list[str]:

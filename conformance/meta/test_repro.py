@@ -247,6 +247,36 @@ def test_three_published_groups_reproduce_standalone(tmp_path):
         assert e.observed["kind"] == group.kind and findings.cause_key(e.observed, "")[1] == group.where
 
 
+PUBLISHED_FINDINGS = PUBLISHED.parent / "findings"
+
+
+def test_three_published_scripts_reproduce_as_their_index_says():
+    """reports/findings/ is a claim: three of its scripts that the index marks verified (three checks, the fastest
+    of each), run as published in a fresh interpreter that cannot import the suite, fail with their group's kind,
+    exception and site in today's published matrix."""
+    index_path = PUBLISHED_FINDINGS / repro.INDEX
+    if not index_path.exists() or not PUBLISHED.exists():
+        pytest.skip("no published matrix and reproducers (reports/matrix.json, reports/findings/) in this checkout")
+    envelope, groups, _ = _published_groups()
+    index = json.loads(index_path.read_text())
+    assert index["environments"][0]["transformers"] == envelope["environment"]["transformers"], \
+        "reports/findings/ is of another transformers than reports/matrix.json: regenerate it"
+    known = by_id(groups)
+    verified = sorted((g for g in index["groups"] if g["verified"] and g["check"] in FAMILIES),
+                      key=lambda g: g["seconds"])
+    chosen, checks = [], set()
+    for entry in verified:
+        if entry["check"] not in checks:
+            chosen.append(entry)
+            checks.add(entry["check"])
+    assert len(chosen) >= 3, f"fewer than three verified published scripts of {FAMILIES}"
+    for entry in chosen[:3]:
+        assert entry["group"] in known, f"{entry['group']} is not a group of the published matrix: regenerate"
+        run = repro_verify.run_script(PUBLISHED_FINDINGS / entry["script"], timeout=180)
+        reproduces, why = repro_verify.judge(known[entry["group"]], run)
+        assert reproduces, (entry["script"], why)
+
+
 def test_the_exporters_largest_published_group_reproduces_standalone(tmp_path):
     """transformers.exporters' columns have templates too: the published group of the dynamo exporter's generation
     that leaves the image encoder out of the decomposition (a contract the check sites at the function that chose

@@ -228,3 +228,17 @@ def test_parts_that_already_differ_from_generate_when_run_eagerly_are_the_suites
     assert seen["cache_implementation"] == "static"
     faithful = SimpleNamespace(run_eager=None, new_tokens=2, generate=lambda run, prompt: (expected, logits))
     assert served._require_faithful_parts(faithful, None, request, lambda: None, tol) is None
+
+
+def test_the_vision_part_carries_its_models_config_as_transformers_exporters_read_it():
+    """transformers' exporters read `model.config` of the module they export (the NaViT input preparer, for one:
+    MiniCPM's `target_sizes`); their own components are PreTrainedModels. The suite's vision part and the
+    reproducers' copy carry their model's config, so an exporter's failure is the model's, not the wrapper's."""
+    from conformance.checks.common.generation import VisionPart
+    from conformance.report import repro_parts
+
+    config = SimpleNamespace(name="tiny")
+    for part in (VisionPart, repro_parts.VisionPart):
+        owner = torch.nn.Linear(1, 1)
+        owner.config = config
+        assert part(owner).config is config

@@ -153,6 +153,9 @@ class VisionPart(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
+        # transformers' exporters read `model.config` of what they export (their input preparers for NaViT-style
+        # encoders do), as its own components, PreTrainedModels, have it: the part carries its model's.
+        self.config = model.config
 
     def forward(self, **media):
         return image_features(self.model.get_image_features(**media))

@@ -220,3 +220,26 @@ def test_a_program_that_bakes_a_python_scalar_of_its_inputs_says_which():
             "'cumulative_length_int': 18, 'max_cache_len': 18}]}).")
     assert exporters.spec_difference(text) == " (traced cumulative_length_int 17, called with 18)"
     assert exporters.spec_difference("another error") == ""
+
+
+class _NoMethod:
+    """A class attribute that is not there: `hasattr(instance, name)` is False (PI0's missing `generate`)."""
+
+    def __get__(self, instance, owner=None):
+        raise AttributeError("generate")
+
+
+class NoGenerateLM(planted.TinyLM):
+    generate = _NoMethod()
+
+
+@needs_exporters
+def test_a_class_without_generate_has_no_generation_column_to_fail():
+    """A class without generate() (PI0) has nothing for export_for_generation to decompose: does not apply, said so;
+    never the suite's own AttributeError published as the model's failure."""
+    for check_id in sorted(c for c in load_all() if c.startswith("exporter_") and c.endswith("_generate")):
+        if unavailable(check_id):
+            continue
+        outcome = run_check(check_id, planted.case_for(exporter_ready(NoGenerateLM)))
+        assert outcome.verdict == "skip", (check_id, outcome.verdict, outcome.reason)
+        assert "has no generate()" in outcome.reason, outcome.reason

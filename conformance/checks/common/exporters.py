@@ -462,6 +462,9 @@ def export_generation(case, backend: str, **backend_config: Any) -> dict:
     metrics: dict = {"backend": backend, "dynamic": True, "new_tokens": NEW_TOKENS, "cache": "static"}
     requests, metrics["variant"] = requests_of(case)
     model = case.fresh_model().eval()
+    if not hasattr(model, "generate"):
+        raise NotApplicable(f"{type(model).__name__} has no generate(): nothing for export_for_generation to "
+                            "decompose")
     config = static_generation_config(model, [request for _, request in requests])
     exporter, export_config = exporter_and_config(backend, dynamic=True, **backend_config)
     started = time.perf_counter()

@@ -54,6 +54,17 @@ def test_regressions_are_named_with_their_reason_and_stale_expectations_with_the
     assert "(xpass)" not in text and "1 xpass" in text
 
 
+def test_an_expectation_of_a_cell_that_no_longer_applies_is_named_not_red():
+    envelope = make_envelope()
+    envelope["models"]["BetaForConditionalGeneration"]["cells"]["build"] = {
+        **cell("skip", "the sample's media reach the model by another route"), "expected": "fail"}
+    envelope["summary"] = report.summarize(envelope["models"], envelope["checks"])
+    text = summary.summary_text(envelope)
+    assert "listed but not applicable (1): an expectation lists a failure where the check now does not apply" in text
+    assert "  BetaForConditionalGeneration / build: listed as fail; now: the sample's media reach" in text
+    assert "listed but not applicable" not in summary.summary_text(make_envelope())
+
+
 def test_a_clean_run_says_none():
     text = summary.summary_text(make_envelope(models={}))
     assert "regressions: none\nstale expectations: none\n" in text

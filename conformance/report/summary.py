@@ -123,6 +123,11 @@ def stale(envelope: dict) -> list[Cell]:
     return cells_with(envelope, ("xpass",))
 
 
+def listed_not_applicable(envelope: dict) -> list[Cell]:
+    """Cells an expectation lists as failing whose check now does not apply (skip): the entry matches nothing."""
+    return [c for c in cells_with(envelope, ("skip",)) if c.expected]
+
+
 def header(envelope: dict) -> str:
     env = envelope["environment"]
     classes, checks = len(envelope["models"]), len(envelope["checks"])
@@ -205,6 +210,10 @@ def summary_lines(envelope: dict, paths: Iterable[str | Path] = (), limit: int =
     lines += named("stale expectations", "passed, or failed with fewer breaks than listed: remove or tighten them",
                    stale(envelope), lambda c: f"listed as {c.expected or 'failing'}"
                    + (f": {c.note}" if c.note else ""), limit)
+    unmatched = listed_not_applicable(envelope)
+    lines += [] if not unmatched else named("listed but not applicable", "an expectation lists a failure where the check now does not "
+                   "apply: remove it (`conformance expectations --update RUN.json`)", unmatched,
+                   lambda c: f"listed as {c.expected}; now: " + " ".join(c.reason.split())[:160], limit)
     edge = [Cell(m, c, v, f"worst ratio {r:.2f} of the allowed difference", "") for m, c, v, r in near_edge(envelope)]
     lines += named("near the edge", f"a comparison within {tolerances.NEAR_EDGE:g}x of its tolerance: a verdict "
                    "another machine or day could flip", edge, lambda c: f"{c.verdict}, {c.reason}", limit)

@@ -86,6 +86,12 @@ def cell_of(row: dict, column: str) -> dict:
     return dict(row["cells"][column])
 
 
+def test_the_index_carries_no_path_of_the_machine_that_ran_the_scripts():
+    text = ('# File "/work/main/.venv/lib/python3.11/site-packages/transformers/x.py", line 3; '
+            "Load model from /tmp/tmpita7g0hl/vision/model.onnx failed")
+    assert repro.portable(text) == '# File "transformers/x.py", line 3; Load model from <tmp>/vision/model.onnx failed'
+
+
 def test_where_a_site_is():
     def group(kind, where):
         return findings.Group("x", kind, where, False)

@@ -294,12 +294,26 @@ def write_repro(groups: list[findings.Group], envelopes: list[dict], sources: li
     return entries
 
 
+INSTALLED = re.compile(r"""(?:/[^\s"'`:]+)?/(?:site|dist)-packages/""")  # a machine's install prefix
+TEMPORARY = re.compile(r"""/tmp/[^\s/"'`]+""")  # a temporary folder of the run
+
+
+def portable(text: str) -> str:
+    """`text` without the paths of the machine that ran the scripts (an install prefix, a temporary folder)."""
+    return TEMPORARY.sub("<tmp>", INSTALLED.sub("", text))
+
+
 def write_index(entries: list[Entry], folder: Path, sources: list[str], envelopes: list[dict]) -> None:
-    """`index.json` (the entries as data) and `README.md` (the table a person reads)."""
+    """`index.json` (the entries as data, machine paths removed: `portable`) and `README.md` (the table a person
+    reads)."""
     envs = [e["environment"] for e in envelopes]
+    groups = [asdict(e) for e in entries]
+    for group in groups:
+        group["why"] = portable(group["why"])
+        group["observed"] = {k: portable(v) if isinstance(v, str) else v for k, v in group["observed"].items()}
     data = {"sources": sources, "environments": [{k: e.get(k) for k in ("transformers", "torch", "device", "dtype",
                                                                         "backend")} for e in envs],
-            "groups": [asdict(e) for e in entries]}
+            "groups": groups}
     (folder / INDEX).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
     (folder / README).write_text(render_readme(entries, sources, envs))
 

@@ -4,11 +4,13 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard",
 #   "where": "transformers.vision_utils:get_vision_position_ids"}
-# Covers 1 class(es), 8 cell(s): GlmImageForConditionalGeneration; checks: compile_dynamic (1), compile_prefill
+# Covers 1 class(es), 11 cell(s): GlmImageForConditionalGeneration; checks: compile_dynamic (1), compile_prefill
 #   (1), compile_prefill@inductor (1), export_dynamic (1), export_forward (1), export_forward_strict (1),
-#   export_onnx (1), export_static_cache (1).
+#   export_onnx (1), export_static_cache (1), exporter_dynamo_forward (1), exporter_onnx_forward (1),
+#   exporter_openvino_forward (1).
 # Cells: GlmImageForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_dynamic, export_forward, export_forward_strict, export_onnx, export_static_cache).
+#   export_dynamic, export_forward, export_forward_strict, export_onnx, export_static_cache,
+#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward).
 # This script: GlmImageForConditionalGeneration / compile_dynamic (a tiny random GlmImageForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -189,11 +191,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -329,7 +333,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

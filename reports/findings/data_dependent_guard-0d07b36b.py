@@ -2,26 +2,30 @@
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard",
-#   "where":
+# Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
+#   "OnnxExporter.export(dynamic=True)", "where":
 #   "transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVariableResolutionResamplerModel._temporal_slicing"}
-# Covers 2 class(es), 4 cell(s): Ernie4_5_VLMoeForConditionalGeneration, Ernie4_5_VL_MoeForConditionalGeneration;
-#   checks: export_onnx (2), onnx_generate (2).
-# Cells: Ernie4_5_VLMoeForConditionalGeneration (export_onnx, onnx_generate);
-#   Ernie4_5_VL_MoeForConditionalGeneration (export_onnx, onnx_generate).
-# This script: Ernie4_5_VL_MoeForConditionalGeneration / onnx_generate (a tiny random
+# Covers 2 class(es), 10 cell(s): Ernie4_5_VLMoeForConditionalGeneration, Ernie4_5_VL_MoeForConditionalGeneration;
+#   checks: export_onnx (2), exporter_dynamo_forward (2), exporter_onnx_forward (2), exporter_openvino_forward
+#   (2), onnx_generate (2).
+# Cells: Ernie4_5_VLMoeForConditionalGeneration (export_onnx, exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward, onnx_generate); Ernie4_5_VL_MoeForConditionalGeneration (export_onnx,
+#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward, onnx_generate).
+# This script: Ernie4_5_VL_MoeForConditionalGeneration / exporter_onnx_forward (a tiny random
 #   Ernie4_5_VL_MoeForConditionalGeneration from the config below, the inputs the check fed, the check's steps up
 #   to the failure).
 #
 # Diagnosis: data_dependent_guard at
 #   `transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVariableResolutionResamplerModel._temporal_slicing`
-#   (site in transformers); raising GuardOnDataDependentSymNode. The suite's message, masked: export of part
-#   'vision' (transformers.exporters.OnnxExporter): GuardOnDataDependentSymNode: Could not extract specialized
-#   integer from data-dependent expression u6 (unhinted: u6). (Size-like symbols: none) (at
+#   (site in transformers); raising GuardOnDataDependentSymNode. The suite's message, masked:
+#   OnnxExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not extract specialized integer from
+#   data-dependent expression u11 (unhinted: u11). (Size-like symbols: none) (at
 #   transformers/models/ernie4_5_vl_moe/modeling_ernie4_5_vl_moe.py:#)
 #
 # Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
+# Note: OnnxExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -119,11 +123,9 @@ CONFIG = {
     'model_type': 'ernie4_5_vl_moe',
     'output_attentions': False,
 }
-MAX_LEN = 23
-NEW_TOKENS = 4
+CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
-EXPORTER = 'transformers'
 
 
 def tiny_model():
@@ -139,14 +141,14 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs onnx_generate fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_onnx_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[153, 99, 85, 52, 251] + [250] * 4 + [252, 6, 151, 56, 186, 77]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 15), 1, dtype=torch.int64),
-        'pixel_values': torch.randn((16, 192), generator=g, dtype=torch.float32),
-        'image_grid_thw': torch.tensor([[1, 4, 4]], dtype=torch.int64),
-        'mm_token_type_ids': torch.tensor([[0] * 5 + [1] * 4 + [0] * 6], dtype=torch.int64),
+        'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174, 251] + [250] * 4 + [252, 108, 164, 68, 44], [0, 0, 0, 153, 99, 85, 52, 251] + [250] * 4 + [252, 6, 151, 56, 186, 77]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 15, [0, 0, 0] + [1] * 15], dtype=torch.int64),
+        'pixel_values': torch.randn((32, 192), generator=g, dtype=torch.float32),
+        'image_grid_thw': torch.tensor([[1, 4, 4], [1, 4, 4]], dtype=torch.int64),
+        'mm_token_type_ids': torch.tensor([[0] * 9 + [1] * 4 + [0] * 5, [0] * 8 + [1] * 4 + [0] * 6], dtype=torch.int64),
     }
 
 
@@ -167,186 +169,66 @@ def logits_of(output):
     return output[0]
 
 
-def static_cache(config, max_len, batch_size):
-    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
-    from transformers import StaticCache
-
-    params = inspect.signature(StaticCache.__init__).parameters
-    kwargs = {"config": config, "max_cache_len": max_len}
-    for name in ("max_batch_size", "batch_size"):
-        if name in params:
-            kwargs[name] = batch_size
-    return StaticCache(**kwargs)
-
-
-def full_static_layers(cache, max_len):
-    """Each sliding-window layer whose window holds the whole generation made a plain StaticLayer."""
-    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-    for i, layer in enumerate(getattr(cache, "layers", [])):
-        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
-            cache.layers[i] = StaticLayer(max_len)
-    return cache
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def image_features(output):
-    """Features as [tokens, hidden]: `pooler_output`, a tensor, or a list of them."""
-    pooled = getattr(output, "pooler_output", None)
-    if isinstance(pooled, (torch.Tensor, list, tuple)):
-        output = pooled
-    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
-        output = output.last_hidden_state
-    if isinstance(output, (list, tuple)):
-        return torch.cat([image_features(o) for o in output], dim=0)
-    return output.reshape(-1, output.shape[-1])
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-class VisionPart(torch.nn.Module):
-    """Vision encoder + projector: media -> the placeholder features [tokens, hidden]."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **media):
-        return image_features(self.model.get_image_features(**media))
-
-
-class EmbedPart(torch.nn.Module):
-    """The text embedding."""
-
-    def __init__(self, embedding):
-        super().__init__()
-        self.embedding = embedding
-
-    def forward(self, input_ids):
-        return self.embedding(input_ids)
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-class DecoderPart(torch.nn.Module):
-    """The decoder and its head over `inputs_embeds` and a StaticCache of `max_len` tokens (batch 1): without
-    `cache_tensors` (the prefill) a fresh cache, returning the last logits and the cache tensors (keys, values,
-    length per layer); with them (a step) they back the cache, updated in place; returns the last logits."""
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-    def __init__(self, owner, max_len, cache_kwarg, text_config):
-        super().__init__()
-        self.owner, self.max_len, self.cache_kwarg, self.text_config = owner, max_len, cache_kwarg, text_config
-
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        cache = full_static_layers(static_cache(self.text_config, self.max_len, 1), self.max_len)
-        layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
-        if cache_tensors is not None:
-            for layer, i in zip(layers, range(0, len(cache_tensors), 3)):
-                keys, values, length = cache_tensors[i:i + 3]
-                layer.keys, layer.values, layer.cumulative_length = keys, values, length
-                layer.device = keys.device
-                layer.batch_size, layer.num_heads = keys.shape[:2]
-                layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
-                layer.is_initialized = True
-        else:
-            for layer in layers:
-                layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
-        output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.cache_kwarg: cache}, **text)
-        logits = logits_of(output)[:, -1, :]
-        if cache_tensors is not None:
-            return logits
-        return (logits, *[t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)])
-
-
-class FunctionalStep(DecoderPart):
-    """The decode step with the cache as explicit inputs and outputs (ONNX has no in-place update of an input)."""
-
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        state = [t.clone() for t in cache_tensors]
-        return (super().forward(inputs_embeds, state, **text), *state)
-
-
-def leaf_feed(kwargs):
-    """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
-    feed = {}
-
-    def walk(value, prefix):
-        if isinstance(value, torch.Tensor):
-            feed[prefix] = value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                walk(item, f"{prefix}.{index}")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}")
-
-    for key, value in kwargs.items():
-        walk(value, key)
-    return feed
-
-
-def onnx_export(module, kwargs, path, exporter):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
-    dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad(), failing_as("exception"):
-        if exporter == "transformers":
-            from transformers.exporters import OnnxConfig, OnnxExporter
-
-            exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
-            OnnxExporter.save_program(exported.program, path)
-            return leaf_feed(kwargs)
-        feed = leaf_feed(kwargs)
-        program = torch.export.export(module.eval(), (), kwargs=dict(kwargs), strict=False)
-        onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
-                                         external_data=True, optimize=True, verbose=False)
-        onnx_program.save(path, external_data=True)
-        return feed
-
-
-class OrtProgram:
-    """An ONNX file in an ONNX Runtime CPU session: `program(feed) -> {output name: tensor}`."""
-
-    def __init__(self, path):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
-        options.log_severity_level = 3
-        with failing_as("exception"):
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.inputs = [spec.name for spec in self.session.get_inputs()]
-        self.outputs = [spec.name for spec in self.session.get_outputs()]
-
-    def __call__(self, feed):
-        def lookup(name):  # transformers' exporter prefixes an input it also returns (a mutated one) with `input.`
-            return feed[name] if name in feed else feed.get(name.removeprefix("input."))
-
-        missing = [name for name in self.inputs if lookup(name) is None]
-        if missing:
-            raise Finding("contract", f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
-                                      "do not hold")
-        arrays = {name: lookup(name).detach().cpu().contiguous().numpy() for name in self.inputs}
-        with failing_as("exception"):
-            values = self.session.run(None, arrays)
-        return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """onnx_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
+    """exporter_onnx_forward: the steps up to the failure."""
+    inputs = sample_inputs()
     model = tiny_model()
-    owner = model  # the module generate decodes with
-    placeholders = inputs["input_ids"] == 250
-    ids = inputs["input_ids"].masked_fill(placeholders, 0)
-    media = {k: inputs[k] for k in ['image_grid_thw', 'pixel_values']}
-    text = {k: inputs[k] for k in ['attention_mask', 'mm_token_type_ids']}
-    embedding = EmbedPart(owner.get_input_embeddings())
-    decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
-    folder = tempfile.mkdtemp()
-    sessions = {}
-
-    def onnx_part(name, module, kwargs):
-        path = os.path.join(folder, name, "model.onnx")
-        os.makedirs(os.path.dirname(path))
-        onnx_export(module, kwargs, path, EXPORTER)
-        sessions[name] = OrtProgram(path)
-
-    onnx_part('vision', VisionPart(model), dict(media))
+    exporter, config = exporter_of('onnx', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -373,11 +255,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -513,7 +397,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

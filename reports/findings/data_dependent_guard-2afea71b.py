@@ -4,10 +4,10 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard",
 #   "where": "transformers.models.glm_ocr.modeling_glm_ocr:GlmOcrVisionAttention.forward"}
-# Covers 1 class(es), 8 cell(s): GlmOcrForConditionalGeneration; checks: compile_dynamic (1), compile_prefill (1),
-#   compile_prefill@inductor (1), export_dynamic (1), export_forward (1), export_forward_strict (1),
-#   export_generate (1), export_static_cache (1).
-# Cells: GlmOcrForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
+# Covers 1 class(es), 9 cell(s): GlmOcrForConditionalGeneration; checks: compile_dynamic (1), compile_prefill (1),
+#   compile_prefill@inductor (1), executorch (1), export_dynamic (1), export_forward (1), export_forward_strict
+#   (1), export_generate (1), export_static_cache (1).
+# Cells: GlmOcrForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor, executorch,
 #   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache).
 # This script: GlmOcrForConditionalGeneration / compile_dynamic (a tiny random GlmOcrForConditionalGeneration from
 #   the config below, the inputs the check fed, the check's steps up to the failure).
@@ -173,11 +173,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -313,7 +315,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -4,15 +4,15 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=False)", "where": "transformers.image_processing_utils:select_best_resolution"}
-# Covers 3 class(es), 18 cell(s): Granite4VisionForConditionalGeneration, LlavaNextForConditionalGeneration,
-#   LlavaNextVideoForConditionalGeneration; checks: export_dynamic (3), export_forward (3), export_forward_strict
-#   (3), export_generate (3), export_static_cache (3), compile_dynamic (1), compile_prefill (1),
-#   compile_prefill@inductor (1).
+# Covers 3 class(es), 21 cell(s): Granite4VisionForConditionalGeneration, LlavaNextForConditionalGeneration,
+#   LlavaNextVideoForConditionalGeneration; checks: executorch (3), export_dynamic (3), export_forward (3),
+#   export_forward_strict (3), export_generate (3), export_static_cache (3), compile_dynamic (1), compile_prefill
+#   (1), compile_prefill@inductor (1).
 # Cells: Granite4VisionForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache);
-#   LlavaNextForConditionalGeneration (export_dynamic, export_forward, export_forward_strict, export_generate,
-#   export_static_cache); LlavaNextVideoForConditionalGeneration (export_dynamic, export_forward,
-#   export_forward_strict, export_generate, export_static_cache).
+#   executorch, export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache);
+#   LlavaNextForConditionalGeneration (executorch, export_dynamic, export_forward, export_forward_strict,
+#   export_generate, export_static_cache); LlavaNextVideoForConditionalGeneration (executorch, export_dynamic,
+#   export_forward, export_forward_strict, export_generate, export_static_cache).
 # This script: LlavaNextForConditionalGeneration / export_forward (a tiny random LlavaNextForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -248,11 +248,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -388,7 +390,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -5,11 +5,11 @@
 # Fingerprint the suite recorded: {"error": "UserError", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=True)", "where":
 #   "transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeVisionAttention.forward"}
-# Covers 1 class(es), 8 cell(s): Qwen3VLMoeForConditionalGeneration; checks: compile_dynamic (1), compile_prefill
-#   (1), compile_prefill@inductor (1), export_dynamic (1), export_forward (1), export_forward_strict (1),
-#   export_generate (1), export_static_cache (1).
+# Covers 1 class(es), 9 cell(s): Qwen3VLMoeForConditionalGeneration; checks: compile_dynamic (1), compile_prefill
+#   (1), compile_prefill@inductor (1), executorch (1), export_dynamic (1), export_forward (1),
+#   export_forward_strict (1), export_generate (1), export_static_cache (1).
 # Cells: Qwen3VLMoeForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache).
+#   executorch, export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache).
 # This script: Qwen3VLMoeForConditionalGeneration / export_forward_strict (a tiny random
 #   Qwen3VLMoeForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
 #   the failure).
@@ -251,11 +251,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -391,7 +393,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -4,8 +4,10 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard",
 #   "where": "transformers.models.glm46v.modeling_glm46v:Glm46VModel.get_rope_index"}
-# Covers 1 class(es), 1 cell(s): Glm46VForConditionalGeneration; checks: export_onnx (1).
-# Cells: Glm46VForConditionalGeneration (export_onnx).
+# Covers 1 class(es), 4 cell(s): Glm46VForConditionalGeneration; checks: export_onnx (1), exporter_dynamo_forward
+#   (1), exporter_onnx_forward (1), exporter_openvino_forward (1).
+# Cells: Glm46VForConditionalGeneration (export_onnx, exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward).
 # This script: Glm46VForConditionalGeneration / export_onnx (a tiny random Glm46VForConditionalGeneration from the
 #   config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -278,11 +280,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -418,7 +422,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -5,12 +5,16 @@
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=False) with attention_mask dim 1, input_ids dim 1 dynamic", "where":
 #   "transformers.vision_utils:get_vision_nearest_position_ids"}
-# Covers 3 class(es), 12 cell(s): MiniCPMOcrForConditionalGeneration, MiniCPMV4_6ForConditionalGeneration,
-#   MiniCPMV4_7ForConditionalGeneration; checks: export_dynamic (3), export_forward (3), export_generate (3),
-#   export_onnx (3).
-# Cells: MiniCPMOcrForConditionalGeneration (export_dynamic, export_forward, export_generate, export_onnx);
-#   MiniCPMV4_6ForConditionalGeneration (export_dynamic, export_forward, export_generate, export_onnx);
-#   MiniCPMV4_7ForConditionalGeneration (export_dynamic, export_forward, export_generate, export_onnx).
+# Covers 3 class(es), 24 cell(s): MiniCPMOcrForConditionalGeneration, MiniCPMV4_6ForConditionalGeneration,
+#   MiniCPMV4_7ForConditionalGeneration; checks: executorch (3), export_dynamic (3), export_forward (3),
+#   export_generate (3), export_onnx (3), exporter_dynamo_forward (3), exporter_onnx_forward (3),
+#   exporter_openvino_forward (3).
+# Cells: MiniCPMOcrForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate,
+#   export_onnx, exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward);
+#   MiniCPMV4_6ForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate, export_onnx,
+#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward);
+#   MiniCPMV4_7ForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate, export_onnx,
+#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward).
 # This script: MiniCPMOcrForConditionalGeneration / export_dynamic (a tiny random
 #   MiniCPMOcrForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
 #   the failure).
@@ -227,11 +231,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -367,7 +373,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -4,9 +4,11 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "UserError", "kind": "data_dependent_guard", "where":
 #   "transformers.models.qwen4_exp.modeling_qwen4_exp:Qwen4ExpTextQSAIndexer.forward"}
-# Covers 1 class(es), 2 cell(s): Qwen4ExpForConditionalGeneration; checks: compile_decode (1),
-#   compile_decode@inductor (1).
-# Cells: Qwen4ExpForConditionalGeneration (compile_decode, compile_decode@inductor).
+# Covers 1 class(es), 5 cell(s): Qwen4ExpForConditionalGeneration; checks: compile_decode (1),
+#   compile_decode@inductor (1), exporter_dynamo_generate (1), exporter_onnx_generate (1),
+#   exporter_openvino_generate (1).
+# Cells: Qwen4ExpForConditionalGeneration (compile_decode, compile_decode@inductor, exporter_dynamo_generate,
+#   exporter_onnx_generate, exporter_openvino_generate).
 # This script: Qwen4ExpForConditionalGeneration / compile_decode@inductor (a tiny random
 #   Qwen4ExpForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
 #   failure).
@@ -285,11 +287,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -425,7 +429,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -5,13 +5,13 @@
 # Fingerprint the suite recorded: {"error": "UserError", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=True)", "where":
 #   "transformers.models.glm4v.modeling_glm4v:Glm4vVisionAttention.forward"}
-# Covers 2 class(es), 16 cell(s): Glm46VForConditionalGeneration, Glm4vForConditionalGeneration; checks:
-#   compile_dynamic (2), compile_prefill (2), compile_prefill@inductor (2), export_dynamic (2), export_forward
-#   (2), export_forward_strict (2), export_generate (2), export_static_cache (2).
-# Cells: Glm46VForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
+# Covers 2 class(es), 18 cell(s): Glm46VForConditionalGeneration, Glm4vForConditionalGeneration; checks:
+#   compile_dynamic (2), compile_prefill (2), compile_prefill@inductor (2), executorch (2), export_dynamic (2),
+#   export_forward (2), export_forward_strict (2), export_generate (2), export_static_cache (2).
+# Cells: Glm46VForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor, executorch,
 #   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache);
-#   Glm4vForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor, export_dynamic,
-#   export_forward, export_forward_strict, export_generate, export_static_cache).
+#   Glm4vForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor, executorch,
+#   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache).
 # This script: Glm46VForConditionalGeneration / export_static_cache (a tiny random Glm46VForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -254,11 +254,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -394,7 +396,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -2,22 +2,27 @@
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard",
-#   "where": "transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeModel.get_rope_index"}
-# Covers 1 class(es), 1 cell(s): Glm4vMoeForConditionalGeneration; checks: export_onnx (1).
-# Cells: Glm4vMoeForConditionalGeneration (export_onnx).
-# This script: Glm4vMoeForConditionalGeneration / export_onnx (a tiny random Glm4vMoeForConditionalGeneration from
-#   the config below, the inputs the check fed, the check's steps up to the failure).
+# Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
+#   "OpenVINOExporter.export(dynamic=True)", "where":
+#   "transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeModel.get_rope_index"}
+# Covers 1 class(es), 4 cell(s): Glm4vMoeForConditionalGeneration; checks: export_onnx (1),
+#   exporter_dynamo_forward (1), exporter_onnx_forward (1), exporter_openvino_forward (1).
+# Cells: Glm4vMoeForConditionalGeneration (export_onnx, exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward).
+# This script: Glm4vMoeForConditionalGeneration / exporter_openvino_forward (a tiny random
+#   Glm4vMoeForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
+#   failure).
 #
 # Diagnosis: data_dependent_guard at
 #   `transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeModel.get_rope_index` (site in transformers);
-#   raising GuardOnDataDependentSymNode. The suite's message, masked: export
-#   (transformers.exporters.OnnxExporter): GuardOnDataDependentSymNode: Could not guard on data-dependent
-#   expression Eq# (unhinted: Eq#). (Size-like symbols: u15) (at
-#   transformers/models/glm4v_moe/modeling_glm4v_moe.py:#)
+#   raising GuardOnDataDependentSymNode. The suite's message, masked: OpenVINOExporter.export(dynamic=True):
+#   GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq# (unhinted: Eq#). (Size-like
+#   symbols: u15) (at transformers/models/glm4v_moe/modeling_glm4v_moe.py:#)
 #
 # Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
+# Note: OpenVINOExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -123,8 +128,7 @@ CONFIG = {
     'model_type': 'glm4v_moe',
     'output_attentions': False,
 }
-CONSTANTS = {'use_cache': False}
-EXPORTER = 'transformers'
+CONSTANTS = {}
 ATOL = 0.0001
 RTOL = 1.3e-06
 
@@ -142,7 +146,7 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_onnx fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_openvino_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
         'input_ids': torch.tensor([[0, 0, 0, 154, 175, 161, 48, 73, 250] + [254] * 4 + [251, 132, 54, 43, 99], [0, 0, 0, 13, 185, 190, 125, 250] + [254] * 4 + [251, 81, 143, 70, 68, 177]], dtype=torch.int64),
@@ -187,88 +191,49 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def leaf_feed(kwargs):
-    """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
-    feed = {}
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
 
-    def walk(value, prefix):
-        if isinstance(value, torch.Tensor):
-            feed[prefix] = value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                walk(item, f"{prefix}.{index}")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}")
-
-    for key, value in kwargs.items():
-        walk(value, key)
-    return feed
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-def onnx_export(module, kwargs, path, exporter):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
-    dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad(), failing_as("exception"):
-        if exporter == "transformers":
-            from transformers.exporters import OnnxConfig, OnnxExporter
-
-            exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
-            OnnxExporter.save_program(exported.program, path)
-            return leaf_feed(kwargs)
-        feed = leaf_feed(kwargs)
-        program = torch.export.export(module.eval(), (), kwargs=dict(kwargs), strict=False)
-        onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
-                                         external_data=True, optimize=True, verbose=False)
-        onnx_program.save(path, external_data=True)
-        return feed
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-class OrtProgram:
-    """An ONNX file in an ONNX Runtime CPU session: `program(feed) -> {output name: tensor}`."""
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-    def __init__(self, path):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
-        options.log_severity_level = 3
-        with failing_as("exception"):
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.inputs = [spec.name for spec in self.session.get_inputs()]
-        self.outputs = [spec.name for spec in self.session.get_outputs()]
-
-    def __call__(self, feed):
-        def lookup(name):  # transformers' exporter prefixes an input it also returns (a mutated one) with `input.`
-            return feed[name] if name in feed else feed.get(name.removeprefix("input."))
-
-        missing = [name for name in self.inputs if lookup(name) is None]
-        if missing:
-            raise Finding("contract", f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
-                                      "do not hold")
-        arrays = {name: lookup(name).detach().cpu().contiguous().numpy() for name in self.inputs}
-        with failing_as("exception"):
-            values = self.session.run(None, arrays)
-        return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """export_onnx: the steps up to the failure."""
+    """exporter_openvino_forward: the steps up to the failure."""
     inputs = sample_inputs()
     model = tiny_model()
-    folder = tempfile.mkdtemp()
-    feed = onnx_export(model, {**inputs, **CONSTANTS}, os.path.join(folder, "model.onnx"), EXPORTER)
-    outputs = OrtProgram(os.path.join(folder, "model.onnx"))(feed)
-    actual = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))
-    with torch.no_grad():
-        expected = logits_of(tiny_model()(**inputs, **CONSTANTS))
-    mask = inputs.get('attention_mask')
-    if isinstance(mask, torch.Tensor) and mask.dim() == 2 and expected.shape[:2] == mask.shape:
-        actual, expected = actual[mask.bool()], expected[mask.bool()]  # every non-padding position
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        raise Finding("numerical_mismatch", f"ONNX Runtime logits: logits differ from eager by {beyond}",
-                      what="ONNX Runtime logits")
+    exporter, config = exporter_of('openvino', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -295,11 +260,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -435,7 +402,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -5,10 +5,11 @@
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=False) with attention_mask dim 1, input_ids dim 1, mm_token_type_ids dim 1
 #   dynamic", "where": "transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward"}
-# Covers 1 class(es), 5 cell(s): HunYuanVLForConditionalGeneration; checks: export_dynamic (1), export_forward
-#   (1), export_generate (1), export_onnx (1), onnx_generate (1).
-# Cells: HunYuanVLForConditionalGeneration (export_dynamic, export_forward, export_generate, export_onnx,
-#   onnx_generate).
+# Covers 1 class(es), 9 cell(s): HunYuanVLForConditionalGeneration; checks: executorch (1), export_dynamic (1),
+#   export_forward (1), export_generate (1), export_onnx (1), exporter_dynamo_forward (1), exporter_onnx_forward
+#   (1), exporter_openvino_forward (1), onnx_generate (1).
+# Cells: HunYuanVLForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate,
+#   export_onnx, exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward, onnx_generate).
 # This script: HunYuanVLForConditionalGeneration / export_dynamic (a tiny random HunYuanVLForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -227,11 +228,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -367,7 +370,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

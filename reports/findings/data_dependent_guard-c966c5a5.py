@@ -5,11 +5,13 @@
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
 #   "torch.export.export(strict=False)", "where":
 #   "transformers.models.cosmos3_edge.modeling_cosmos3_edge:Cosmos3EdgeVisionEmbeddings.resize_positional_embeddings"}
-# Covers 1 class(es), 10 cell(s): Cosmos3EdgeForConditionalGeneration; checks: compile_dynamic (1),
-#   compile_prefill (1), compile_prefill@inductor (1), export_dynamic (1), export_forward (1),
-#   export_forward_strict (1), export_generate (1), export_onnx (1), export_static_cache (1), onnx_generate (1).
+# Covers 1 class(es), 14 cell(s): Cosmos3EdgeForConditionalGeneration; checks: compile_dynamic (1),
+#   compile_prefill (1), compile_prefill@inductor (1), executorch (1), export_dynamic (1), export_forward (1),
+#   export_forward_strict (1), export_generate (1), export_onnx (1), export_static_cache (1),
+#   exporter_dynamo_forward (1), exporter_onnx_forward (1), exporter_openvino_forward (1), onnx_generate (1).
 # Cells: Cosmos3EdgeForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_dynamic, export_forward, export_forward_strict, export_generate, export_onnx, export_static_cache,
+#   executorch, export_dynamic, export_forward, export_forward_strict, export_generate, export_onnx,
+#   export_static_cache, exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward,
 #   onnx_generate).
 # This script: Cosmos3EdgeForConditionalGeneration / export_forward (a tiny random
 #   Cosmos3EdgeForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
@@ -245,11 +247,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -385,7 +389,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

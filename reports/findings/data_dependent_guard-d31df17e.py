@@ -3,21 +3,21 @@
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
-#   "torch.export.export(strict=False) with attention_mask dim 1, input_ids dim 1 dynamic", "where":
+#   "DynamoExporter.export(dynamic=True)", "where":
 #   "transformers.models.led.modeling_led:LEDEncoderSelfAttention._chunk"}
-# Covers 1 class(es), 1 cell(s): LEDForConditionalGeneration; checks: export_dynamic (1).
-# Cells: LEDForConditionalGeneration (export_dynamic).
-# This script: LEDForConditionalGeneration / export_dynamic (a tiny random LEDForConditionalGeneration from the
-#   config below, the inputs the check fed, the check's steps up to the failure).
+# Covers 1 class(es), 3 cell(s): LEDForConditionalGeneration; checks: export_dynamic (1), exporter_dynamo_forward
+#   (1), exporter_openvino_forward (1).
+# Cells: LEDForConditionalGeneration (export_dynamic, exporter_dynamo_forward, exporter_openvino_forward).
+# This script: LEDForConditionalGeneration / exporter_dynamo_forward (a tiny random LEDForConditionalGeneration
+#   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
 # Diagnosis: data_dependent_guard at `transformers.models.led.modeling_led:LEDEncoderSelfAttention._chunk` (site
 #   in transformers); raising GuardOnDataDependentSymNode. The suite's message, masked:
-#   torch.export.export(strict=False) with attention_mask dim #, input_ids dim # dynamic:
-#   GuardOnDataDependentSymNode: Could not guard on data-dependent expression Eq# (unhinted: Eq#). (Size-like
-#   symbols: none) (at transformers/models/led/modeling_led.py:#)
+#   DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+#   Eq# (unhinted: Eq#). (Size-like symbols: none) (at transformers/models/led/modeling_led.py:#)
 #
-# Note: only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic retries with fewer;
-#   this is the export that failed)
+# Note: DynamoExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -30,7 +30,6 @@ import torch
 import transformers
 from transformers import LEDForConditionalGeneration
 from transformers import LEDConfig
-from torch.export import Dim
 
 CONFIG = {
     'output_hidden_states': False,
@@ -70,7 +69,8 @@ CONFIG = {
     'output_attentions': False,
 }
 CONSTANTS = {'use_cache': False}
-DYNAMIC = {'attention_mask': [1], 'input_ids': [1]}
+ATOL = 0.0001
+RTOL = 1.3e-06
 
 
 def tiny_model():
@@ -86,7 +86,7 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_dynamic fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_dynamo_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
         'input_ids': torch.tensor([[1, 1, 1, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
@@ -112,39 +112,66 @@ def logits_of(output):
     return output[0]
 
 
-class LogitsModule(torch.nn.Module):
-    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)` (the module the suite exports)."""
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
-    def __init__(self, model, constants):
-        super().__init__()
-        self.model = model
-        self.constants = constants
 
-    def forward(self, **tensors):
-        return logits_of(self.model(**tensors, **self.constants))
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-class NamedLogitsModule(LogitsModule):
-    """`LogitsModule` whose forward names its tensor inputs (export_dynamic: a dynamic_shapes spec by name)."""
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
-    def __init__(self, model, names, constants):
-        super().__init__(model, constants)
 
-        def forward(**tensors):
-            return LogitsModule.forward(self, **tensors)
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-        forward.__signature__ = inspect.Signature(
-            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in names])
-        self.forward = forward
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """export_dynamic: the steps up to the failure."""
+    """exporter_dynamo_forward: the steps up to the failure."""
     inputs = sample_inputs()
-    shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}
-    module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)
+    model = tiny_model()
+    exporter, config = exporter_of('dynamo', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -171,11 +198,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -311,7 +340,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -4,28 +4,29 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "UserError", "kind": "data_dependent_guard", "where":
 #   "transformers.integrations.sdpa_attention:sdpa_attention_forward"}
-# Covers 11 class(es), 54 cell(s): Blip2ForConditionalGeneration, Inkling2ForConditionalGeneration,
+# Covers 11 class(es), 59 cell(s): Blip2ForConditionalGeneration, Inkling2ForConditionalGeneration,
 #   Inkling2LoopForConditionalGeneration, InstructBlipForConditionalGeneration,
 #   LightOnOcrForConditionalGeneration, MiniCPMOcrForConditionalGeneration, MiniCPMV4_6ForConditionalGeneration,
 #   MiniCPMV4_7ForConditionalGeneration, MiniMaxM3SparseForConditionalGeneration,
 #   Mistral3ForConditionalGeneration, MistralLarge4ForConditionalGeneration; checks: compile_dynamic (7),
 #   compile_prefill (7), compile_prefill@inductor (7), export_forward_strict (7), export_static_cache (7),
-#   export_dynamic (6), export_forward (6), export_generate (5), onnx_generate (2).
-# Cells: Blip2ForConditionalGeneration (export_generate, onnx_generate); Inkling2ForConditionalGeneration
+#   export_dynamic (6), export_forward (6), executorch (5), export_generate (5), onnx_generate (2).
+# Cells: Blip2ForConditionalGeneration (executorch, export_generate, onnx_generate);
+#   Inkling2ForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor, export_dynamic,
+#   export_forward, export_forward_strict, export_static_cache); Inkling2LoopForConditionalGeneration
 #   (compile_dynamic, compile_prefill, compile_prefill@inductor, export_dynamic, export_forward,
-#   export_forward_strict, export_static_cache); Inkling2LoopForConditionalGeneration (compile_dynamic,
-#   compile_prefill, compile_prefill@inductor, export_dynamic, export_forward, export_forward_strict,
-#   export_static_cache); InstructBlipForConditionalGeneration (export_generate, onnx_generate);
-#   LightOnOcrForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_dynamic, export_forward, export_forward_strict, export_generate, export_static_cache);
-#   MiniCPMOcrForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
-#   export_forward_strict, export_static_cache); MiniCPMV4_6ForConditionalGeneration (compile_dynamic,
-#   compile_prefill, compile_prefill@inductor, export_forward_strict, export_static_cache);
+#   export_forward_strict, export_static_cache); InstructBlipForConditionalGeneration (executorch,
+#   export_generate, onnx_generate); LightOnOcrForConditionalGeneration (compile_dynamic, compile_prefill,
+#   compile_prefill@inductor, executorch, export_dynamic, export_forward, export_forward_strict, export_generate,
+#   export_static_cache); MiniCPMOcrForConditionalGeneration (compile_dynamic, compile_prefill,
+#   compile_prefill@inductor, export_forward_strict, export_static_cache); MiniCPMV4_6ForConditionalGeneration
+#   (compile_dynamic, compile_prefill, compile_prefill@inductor, export_forward_strict, export_static_cache);
 #   MiniCPMV4_7ForConditionalGeneration (compile_dynamic, compile_prefill, compile_prefill@inductor,
 #   export_forward_strict, export_static_cache); MiniMaxM3SparseForConditionalGeneration (compile_dynamic,
 #   compile_prefill, compile_prefill@inductor, export_dynamic, export_forward, export_forward_strict,
-#   export_static_cache); Mistral3ForConditionalGeneration (export_dynamic, export_forward, export_generate);
-#   MistralLarge4ForConditionalGeneration (export_dynamic, export_forward, export_generate).
+#   export_static_cache); Mistral3ForConditionalGeneration (executorch, export_dynamic, export_forward,
+#   export_generate); MistralLarge4ForConditionalGeneration (executorch, export_dynamic, export_forward,
+#   export_generate).
 # This script: MiniCPMOcrForConditionalGeneration / compile_dynamic (a tiny random
 #   MiniCPMOcrForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
 #   the failure).
@@ -199,11 +200,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -339,7 +342,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

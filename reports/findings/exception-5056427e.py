@@ -11,9 +11,8 @@
 #
 # Diagnosis: exception at `transformers.models.csm.modeling_csm:CsmBackboneModelEmbeddings.forward` (site in
 #   transformers); raising RuntimeError. The suite's message, masked: export of part 'embed_prefill'
-#   (transformers.exporters.OnnxExporter): RuntimeError: Attempting to broadcast a dimension of length # at #!
-#   Mismatching argument at index # had torch.Size([#]); but expected shape should be broadcastable to # (at
-#   transformers/models/csm/modeling_csm.py:#)
+#   (transformers.exporters.OnnxExporter): RuntimeError: The size of tensor a (s70) must match the size of tensor
+#   b (#) at non-singleton dimension #) (at transformers/models/csm/modeling_csm.py:#)
 #
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
@@ -240,6 +239,9 @@ class VisionPart(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
+        # transformers' exporters read `model.config` of what they export (their input preparers for NaViT-style
+        # encoders do), as its own components, PreTrainedModels, have it: the part carries its model's.
+        self.config = model.config
 
     def forward(self, **media):
         return image_features(self.model.get_image_features(**media))
@@ -406,11 +408,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -546,7 +550,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -4,9 +4,9 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "ImportError", "kind": "exception", "where":
 #   "transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._build_default_noise_scheduler"}
-# Covers 1 class(es), 4 cell(s): VibeVoiceForConditionalGeneration; checks: compile_decode (1),
-#   compile_decode@inductor (1), export_generate (1), onnx_generate (1).
-# Cells: VibeVoiceForConditionalGeneration (compile_decode, compile_decode@inductor, export_generate,
+# Covers 1 class(es), 5 cell(s): VibeVoiceForConditionalGeneration; checks: compile_decode (1),
+#   compile_decode@inductor (1), executorch (1), export_generate (1), onnx_generate (1).
+# Cells: VibeVoiceForConditionalGeneration (compile_decode, compile_decode@inductor, executorch, export_generate,
 #   onnx_generate).
 # This script: VibeVoiceForConditionalGeneration / compile_decode (a tiny random VibeVoiceForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
@@ -228,11 +228,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -368,7 +370,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

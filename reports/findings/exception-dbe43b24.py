@@ -4,8 +4,8 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "ValueError", "kind": "exception", "where":
 #   "transformers.models.kosmos2.modeling_kosmos2:Kosmos2ForConditionalGeneration.forward"}
-# Covers 1 class(es), 2 cell(s): Kosmos2ForConditionalGeneration; checks: legacy_cache (1), onnx_generate (1).
-# Cells: Kosmos2ForConditionalGeneration (legacy_cache, onnx_generate).
+# Covers 1 class(es), 1 cell(s): Kosmos2ForConditionalGeneration; checks: legacy_cache (1).
+# Cells: Kosmos2ForConditionalGeneration (legacy_cache).
 # This script: Kosmos2ForConditionalGeneration / legacy_cache (a tiny random Kosmos2ForConditionalGeneration from
 #   the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -265,11 +265,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -405,7 +407,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

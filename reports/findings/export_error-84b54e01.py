@@ -2,20 +2,27 @@
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "TorchRuntimeError", "kind": "export_error", "what":
-#   "torch.export.export(strict=True)", "where":
+# Fingerprint the suite recorded: {"error": "RuntimeError", "kind": "export_error", "what":
+#   "OpenVINOExporter.export_for_generation(dynamic=True)", "where":
 #   "transformers.integrations.sdpa_attention:sdpa_attention_forward"}
-# Covers 1 class(es), 1 cell(s): MllamaForConditionalGeneration; checks: export_static_cache (1).
-# Cells: MllamaForConditionalGeneration (export_static_cache).
-# This script: MllamaForConditionalGeneration / export_static_cache (a tiny random MllamaForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
+# Covers 2 class(es), 4 cell(s): Kosmos2ForConditionalGeneration, MllamaForConditionalGeneration; checks:
+#   export_static_cache (1), exporter_dynamo_generate (1), exporter_onnx_generate (1), exporter_openvino_generate
+#   (1).
+# Cells: Kosmos2ForConditionalGeneration (exporter_dynamo_generate, exporter_onnx_generate,
+#   exporter_openvino_generate); MllamaForConditionalGeneration (export_static_cache).
+# This script: Kosmos2ForConditionalGeneration / exporter_openvino_generate (a tiny random
+#   Kosmos2ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
+#   failure).
 #
 # Diagnosis: export_error at `transformers.integrations.sdpa_attention:sdpa_attention_forward` (site in
-#   transformers); raising TorchRuntimeError. The suite's message, masked: torch.export.export(strict=True):
-#   TorchRuntimeError: RuntimeError when making fake tensor call (at exc.py:#)
+#   transformers); raising RuntimeError. The suite's message, masked:
+#   OpenVINOExporter.export_for_generation(dynamic=True): RuntimeError: The size of tensor a (#) must match the
+#   size of tensor b (#) at non-singleton dimension # (at transformers/integrations/sdpa_attention.py:#)
 #
 # Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
+# Note: OpenVINOExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request
+#   (the check also generates for a prompt of another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -26,8 +33,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import MllamaForConditionalGeneration
-from transformers import MllamaConfig
+from transformers import Kosmos2ForConditionalGeneration
+from transformers import Kosmos2Config
 
 CONFIG = {
     'output_hidden_states': False,
@@ -38,35 +45,6 @@ CONFIG = {
     'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
     'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
     'problem_type': None,
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'hidden_act': 'gelu',
-        'num_hidden_layers': 2,
-        'num_global_layers': 2,
-        'attention_heads': 4,
-        'num_channels': 3,
-        'intermediate_size': 128,
-        'vision_output_dim': 192,
-        'image_size': 32,
-        'patch_size': 8,
-        'norm_eps': 1e-05,
-        'max_num_tiles': 4,
-        'intermediate_layers_indices': [0, 1],
-        'supported_aspect_ratios': [[1, 1], [1, 2], [1, 3], [1, 4], [2, 1], [2, 2], [3, 1], [4, 1]],
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'mllama_vision_model',
-        'output_attentions': False,
-    },
     'text_config': {
         'architectures': None,
         'output_hidden_states': False,
@@ -78,42 +56,81 @@ CONFIG = {
         'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
         'problem_type': None,
         'vocab_size': 256,
-        'hidden_size': 64,
-        'hidden_act': 'silu',
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'intermediate_size': 128,
-        'rope_parameters': {'rope_theta': 500000.0, 'rope_type': 'default'},
-        'rms_norm_eps': 1e-05,
-        'max_position_embeddings': 131072,
-        'initializer_range': 0.02,
+        'max_position_embeddings': 2048,
+        'embed_dim': 64,
+        'layers': 2,
+        'ffn_dim': 128,
+        'attention_heads': 4,
+        'activation_function': 'gelu',
+        'dropout': 0.1,
+        'attention_dropout': 0.1,
+        'activation_dropout': 0.0,
+        'layerdrop': 0.0,
+        'layer_norm_eps': 1e-05,
+        'init_std': 0.02,
+        'scale_embedding': True,
         'use_cache': True,
-        'tie_word_embeddings': False,
-        'cross_attention_layers': [1],
-        'dropout': 0.0,
-        'bos_token_id': 252,
-        'eos_token_id': 253,
-        'pad_token_id': 254,
+        'tie_word_embeddings': True,
+        'pad_token_id': 1,
+        'bos_token_id': 0,
+        'eos_token_id': 2,
+        'add_cross_attention': False,
         '_name_or_path': '',
-        'model_type': 'mllama_text_model',
+        'model_type': 'kosmos_2_text_model',
         'output_attentions': False,
     },
-    'image_token_index': 255,
-    'model_type': 'mllama',
+    'vision_config': {
+        'architectures': None,
+        'output_hidden_states': False,
+        'return_dict': True,
+        'dtype': None,
+        'chunk_size_feed_forward': 0,
+        'is_encoder_decoder': False,
+        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
+        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
+        'problem_type': None,
+        'hidden_size': 64,
+        'intermediate_size': 128,
+        'num_hidden_layers': 2,
+        'num_attention_heads': 4,
+        'num_channels': 3,
+        'image_size': 32,
+        'patch_size': 8,
+        'hidden_act': 'quick_gelu',
+        'layer_norm_eps': 1e-05,
+        'attention_dropout': 0.0,
+        'initializer_range': 0.02,
+        'initializer_factor': 1.0,
+        '_name_or_path': '',
+        'model_type': 'kosmos_2_vision_model',
+        'output_attentions': False,
+    },
+    'latent_query_num': 64,
+    'tie_word_embeddings': True,
+    'model_type': 'kosmos-2',
     'output_attentions': False,
 }
-CONSTANTS = {}
-MAX_LEN = 19
-HEADS = 2
-HEAD_DIM = 16
+GENERATION = {
+    'max_new_tokens': 4,
+    'min_new_tokens': 4,
+    'do_sample': False,
+    'num_beams': 1,
+    'cache_implementation': 'static',
+    'max_cache_len': 83,
+    'output_logits': True,
+    'return_dict_in_generate': True,
+    'pad_token_id': 1,
+}
+NEW_TOKENS = 4
+ATOL = 0.0001
+RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny MllamaForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny Kosmos2ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = MllamaForConditionalGeneration(MllamaConfig.from_dict(CONFIG))
+    model = Kosmos2ForConditionalGeneration(Kosmos2Config.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -122,102 +139,144 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_static_cache fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_openvino_generate fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[254, 254, 254, 154, 175, 161, 48, 73, 255, 132, 54, 43, 99], [254, 254, 254, 13, 185, 190, 125, 255, 81, 143, 70, 68, 177]], dtype=torch.int64),
-        'pixel_values': (torch.randn((2, 1, 4, 3, 32, 32), generator=g, dtype=torch.float32) * 0.709 + -0.0063),
-        'aspect_ratio_ids': torch.full((2, 1), 2, dtype=torch.int64),
-        'aspect_ratio_mask': torch.tensor([[[1, 1, 0, 0]], [[1, 1, 0, 0]]], dtype=torch.int64),
-        'cross_attention_mask': torch.tensor([[[[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]]], [[[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[0] * 4], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]], [[1, 1, 0, 0]]]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
+        'input_ids': torch.tensor([[144, 128, 75, 64, 118, 95, 16, 24, 38, 70, 81, 127, 93, 96, 73, 86, 55, 20, 109, 52, 175, 23, 32, 80, 197, 56, 99, 38, 98, 133, 44, 112, 61, 135, 5, 120, 3, 46, 86, 46, 111, 32, 17, 154, 136, 84, 143, 104, 75, 157, 122, 138, 181, 71, 133, 179, 82, 36, 120, 103, 148, 33, 90, 117, 65, 53, 119, 195, 187, 160, 196, 38, 138]], dtype=torch.int64),
+        'attention_mask': torch.full((1, 73), 1, dtype=torch.int64),
+        'image_embeds_position_mask': torch.tensor([[False] * 4 + [True] * 64 + [False] * 5], dtype=torch.bool),
+        'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
     }
 
 
 # --- the check's pieces (vlm-conformance's rules, restated) ---
 
-def logits_of(output):
-    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict) and "logits" in output:
-        return output["logits"]
-    if isinstance(getattr(output, "logits", None), torch.Tensor):
-        return output.logits
-    if isinstance(output, dict):
-        for key, value in output.items():
-            if key.startswith("logits") and isinstance(value, torch.Tensor):
-                return value
-    return output[0]
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def static_cache(config, max_len, batch_size):
-    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
-    from transformers import StaticCache
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
 
-    params = inspect.signature(StaticCache.__init__).parameters
-    kwargs = {"config": config, "max_cache_len": max_len}
-    for name in ("max_batch_size", "batch_size"):
-        if name in params:
-            kwargs[name] = batch_size
-    return StaticCache(**kwargs)
-
-
-def full_static_layers(cache, max_len):
-    """Each sliding-window layer whose window holds the whole generation made a plain StaticLayer."""
-    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-    for i, layer in enumerate(getattr(cache, "layers", [])):
-        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
-            cache.layers[i] = StaticLayer(max_len)
-    return cache
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-class StaticCacheModule(torch.nn.Module):
-    """export_static_cache's wrapper: a StaticCache initialized up front whose tensors are buffers; forward takes
-    the sample's tensors, `cache_position` (copied into every layer's write counter) and a 2D mask over all slots."""
-
-    def __init__(self, model, cache_kwarg, text_config, constants, batch, max_len, heads, head_dim):
-        super().__init__()
-        self.model, self.cache_kwarg, self.constants = model, cache_kwarg, constants
-        self.cache = full_static_layers(static_cache(text_config, max_len, batch), max_len)
-        if hasattr(self.cache, "early_initialization"):
-            self.cache.early_initialization(batch, heads, head_dim, model.dtype, model.device)
-        for i, layer in enumerate(getattr(self.cache, "layers", [])):
-            for name in ("keys", "values", "cumulative_length"):
-                if isinstance(getattr(layer, name, None), torch.Tensor):
-                    self.register_buffer(f"cache_{name}_{i}", getattr(layer, name), persistent=False)
-        self.takes_cache_position = "cache_position" in inspect.signature(model.forward).parameters
-
-    def forward(self, cache_position, attention_mask, **tensors):
-        for layer in getattr(self.cache, "layers", []):
-            if isinstance(getattr(layer, "cumulative_length", None), torch.Tensor):
-                layer.cumulative_length.copy_(cache_position[0])
-        kwargs = dict(tensors, **self.constants, attention_mask=attention_mask, use_cache=True)
-        kwargs[self.cache_kwarg] = self.cache
-        if self.takes_cache_position:
-            kwargs["cache_position"] = cache_position
-        return logits_of(self.model(**kwargs))
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-def slot_mask(mask2d, max_len):
-    """The prompt's 2D mask over every cache slot (later slots 1: causality hides the future)."""
-    return torch.nn.functional.pad(mask2d, (0, max_len - mask2d.shape[1]), value=1)
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
+
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+
+
+def bound(original, args, kwargs):
+    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    signature = inspect.signature(original)
+    named = {}
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            named[name] = value
+    return named
+
+
+class RoutedGenerate:
+    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
+    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
+    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
+    calls of named submodules no component covers (their PyTorch code ran)."""
+
+    def __init__(self, model, runners):
+        import functools
+
+        from transformers.exporters.utils import _find_multimodal_submodules
+
+        self.model, self.calls, self.eager_calls = model, 0, {}
+        submodules = _find_multimodal_submodules(model)
+        for name, module in submodules.items():
+            if name not in runners:
+                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
+                    name, self.eager_calls.get(name, 0) + 1))
+        for name, runner in runners.items():
+            if name not in ("prefill", "decode"):
+                self._route(submodules[name], runner)
+        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            first, self.calls = self.calls == 0, self.calls + 1
+            if first and prefill is None:
+                return original(*args, **kwargs)
+            runner = prefill if first else decode
+            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+
+        model.forward = forward
+
+    def _route(self, module, runner):
+        import functools
+
+        original = module.forward
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+
+        module.forward = forward
+
+    def generate(self, request, config):
+        import copy
+
+        self.calls = 0
+        with torch.no_grad():
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
 def reproduce():
-    """export_static_cache: the steps up to the failure."""
-    inputs = sample_inputs()
-    mask2d = inputs.pop("attention_mask", None)
-    mask2d = torch.ones_like(inputs["input_ids"]) if mask2d is None else mask2d
-
-    def wrapper():
-        model = tiny_model()
-        return StaticCacheModule(model, 'cache', model.config.get_text_config(decoder=True), CONSTANTS, 2, MAX_LEN, HEADS, HEAD_DIM)
-
-    prefill = dict(inputs, cache_position=torch.arange(13), attention_mask=slot_mask(mask2d, MAX_LEN))
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(wrapper(), (), kwargs=prefill, strict=True)  # the prefill program
+    """exporter_openvino_generate: the steps up to the failure."""
+    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
+    config = tiny_model().generation_config
+    config.update(**GENERATION)
+    exporter, export_config = exporter_of('openvino', dynamic=True)
+    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
+                             generation_config=config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -244,11 +303,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -384,7 +445,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

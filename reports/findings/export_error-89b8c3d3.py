@@ -5,9 +5,11 @@
 # Fingerprint the suite recorded: {"error": "RuntimeError", "kind": "export_error", "what":
 #   "torch.export.export(strict=False) with attention_mask dim 1, bbox dim 1, input_ids dim 1 dynamic", "where":
 #   "transformers.models.udop.modeling_udop:combine_image_text_embeddings"}
-# Covers 1 class(es), 3 cell(s): UdopForConditionalGeneration; checks: export_dynamic (1), export_forward (1),
-#   export_forward_strict (1).
-# Cells: UdopForConditionalGeneration (export_dynamic, export_forward, export_forward_strict).
+# Covers 1 class(es), 6 cell(s): UdopForConditionalGeneration; checks: export_dynamic (1), export_forward (1),
+#   export_forward_strict (1), exporter_dynamo_forward (1), exporter_onnx_forward (1), exporter_openvino_forward
+#   (1).
+# Cells: UdopForConditionalGeneration (export_dynamic, export_forward, export_forward_strict,
+#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward).
 # This script: UdopForConditionalGeneration / export_dynamic (a tiny random UdopForConditionalGeneration from the
 #   config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -177,11 +179,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -317,7 +321,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

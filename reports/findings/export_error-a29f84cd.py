@@ -3,23 +3,24 @@
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "AssertionError", "kind": "export_error", "what":
-#   "torch.export.export(strict=False) with attention_mask dim 0, attention_mask dim 1, input_ids dim 0, input_ids
-#   dim 1, pixel_values dim 0 dynamic", "where": "transformers.utils.import_utils:torch_compilable_check"}
-# Covers 1 class(es), 1 cell(s): InklingForConditionalGeneration; checks: export_dynamic (1).
-# Cells: InklingForConditionalGeneration (export_dynamic).
-# This script: InklingForConditionalGeneration / export_dynamic (a tiny random InklingForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
+#   "DynamoExporter.export(dynamic=True)", "where": "transformers.utils.import_utils:torch_compilable_check"}
+# Covers 2 class(es), 7 cell(s): InklingForConditionalGeneration, VoxtralForConditionalGeneration; checks:
+#   exporter_dynamo_forward (2), exporter_onnx_forward (2), exporter_openvino_forward (2), export_dynamic (1).
+# Cells: InklingForConditionalGeneration (export_dynamic, exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward); VoxtralForConditionalGeneration (exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward).
+# This script: VoxtralForConditionalGeneration / exporter_dynamo_forward (a tiny random
+#   VoxtralForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
+#   failure).
 #
 # Diagnosis: export_error at `transformers.utils.import_utils:torch_compilable_check` (site in transformers);
-#   raising AssertionError. The suite's message, masked: prompt lengths served; # images per prompt: exporting its
-#   dims dynamic fails: torch.export.export(strict=False) with attention_mask dim #, attention_mask dim #,
-#   input_ids dim #, input_ids dim #, pixel_values dim # dynamic: AssertionError: tgt_bound=VR# not a subset of
-#   src_bound=VR# (at transformers/utils/import_utils.py:#)
+#   raising AssertionError. The suite's message, masked: DynamoExporter.export(dynamic=True): AssertionError:
+#   tgt_bound=VR# not a subset of src_bound=VR# (at transformers/utils/import_utils.py:#)
 #
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
+# Inputs: token ids and masks as recorded; input_features seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
-# Note: only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic retries with fewer;
-#   this is the export that failed)
+# Note: DynamoExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -30,9 +31,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import InklingForConditionalGeneration
-from transformers import InklingConfig
-from torch.export import Dim
+from transformers import VoxtralForConditionalGeneration
+from transformers import VoxtralConfig
 
 CONFIG = {
     'output_hidden_states': False,
@@ -43,6 +43,34 @@ CONFIG = {
     'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
     'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
     'problem_type': None,
+    'audio_config': {
+        'architectures': None,
+        'output_hidden_states': False,
+        'return_dict': True,
+        'dtype': None,
+        'chunk_size_feed_forward': 0,
+        'is_encoder_decoder': False,
+        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
+        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
+        'problem_type': None,
+        'vocab_size': 256,
+        'hidden_size': 64,
+        'intermediate_size': 128,
+        'num_hidden_layers': 2,
+        'num_attention_heads': 4,
+        'scale_embedding': False,
+        'activation_function': 'gelu',
+        'num_mel_bins': 16,
+        'max_source_positions': 32,
+        'initializer_range': 0.02,
+        'attention_dropout': 0.0,
+        'dropout': 0.0,
+        'layerdrop': 0.0,
+        'activation_dropout': 0.0,
+        '_name_or_path': '',
+        'model_type': 'voxtral_encoder',
+        'output_attentions': False,
+    },
     'text_config': {
         'architectures': None,
         'output_hidden_states': False,
@@ -54,108 +82,46 @@ CONFIG = {
         'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
         'problem_type': None,
         'vocab_size': 256,
-        'unpadded_vocab_size': None,
         'hidden_size': 64,
+        'intermediate_size': 128,
         'num_hidden_layers': 2,
         'num_attention_heads': 4,
         'num_key_value_heads': 2,
-        'head_dim': 16,
-        'swa_num_attention_heads': 4,
-        'swa_num_key_value_heads': 2,
-        'swa_head_dim': 16,
-        'sliding_window_size': 512,
-        'd_rel': 16,
-        'rel_extent': 1024,
-        'log_scaling_n_floor': None,
-        'log_scaling_alpha': 0.1,
-        'local_layer_ids': None,
-        'layer_types': ['hybrid_sliding', 'hybrid'],
-        'max_position_embeddings': 131072,
-        'rms_norm_eps': 1e-06,
-        'conv_kernel_size': 4,
-        'mlp_layer_types': ['sparse', 'sparse'],
-        'intermediate_size': 128,
         'hidden_act': 'silu',
-        'moe_intermediate_size': 128,
-        'n_routed_experts': 4,
-        'num_experts_per_tok': 2,
-        'n_shared_experts': 1,
-        'shared_expert_sink': True,
-        'route_scale': 8.0,
-        'logits_mup_width_multiplier': 24.0,
-        'rms_norm_eps_moe_gate': 1e-06,
-        'attention_dropout': 0.0,
+        'max_position_embeddings': 131072,
         'initializer_range': 0.02,
+        'rms_norm_eps': 1e-05,
+        'use_cache': True,
         'pad_token_id': None,
         'bos_token_id': 1,
         'eos_token_id': 2,
-        'num_mtp_layers': None,
-        'chain_hidden_post_norm': False,
-        'mtp_hidden_states_first': True,
-        'mtp_local_layer_ids': None,
-        'number_of_conv_states': 4,
+        'pretraining_tp': 1,
+        'tie_word_embeddings': False,
+        'rope_parameters': {'rope_theta': 100000000.0, 'rope_type': 'default'},
+        'attention_bias': False,
+        'attention_dropout': 0.0,
+        'mlp_bias': False,
+        'head_dim': 16,
         '_name_or_path': '',
-        'model_type': 'inkling_text',
+        'model_type': 'llama',
         'output_attentions': False,
     },
-    'audio_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'n_mel_bins': 80,
-        'mel_vocab_size': 256,
-        'text_hidden_size': 64,
-        'rms_norm_eps': 1e-06,
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'inkling_audio',
-        'output_attentions': False,
-    },
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'text_hidden_size': 64,
-        'patch_size': 8,
-        'temporal_patch_size': 2,
-        'num_channels': 3,
-        'hidden_size': 64,
-        'n_layers': 2,
-        'num_attention_heads': 4,
-        'rms_norm_eps': 1e-06,
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'inkling_vision',
-        'output_attentions': False,
-    },
-    'image_token_id': 255,
-    'audio_token_id': 254,
-    'image_bos_token_id': 252,
-    'audio_bos_token_id': 253,
-    'model_type': 'inkling_mm_model',
+    'audio_token_id': 24,
+    'projector_hidden_act': 'gelu',
+    'hidden_size': 64,
+    'model_type': 'voxtral',
     'output_attentions': False,
 }
 CONSTANTS = {'use_cache': False}
-DYNAMIC = {'attention_mask': [0, 1], 'input_ids': [0, 1], 'pixel_values': [0]}
+ATOL = 0.0001
+RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny InklingForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny VoxtralForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = InklingForConditionalGeneration(InklingConfig.from_dict(CONFIG))
+    model = VoxtralForConditionalGeneration(VoxtralConfig.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -164,12 +130,12 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_dynamic fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_dynamo_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[0, 0, 0, 99, 83, 82, 180, 176, 255, 160, 108, 136, 107], [0, 0, 0, 58, 141, 194, 46, 255, 144, 136, 11, 187, 180]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
-        'pixel_values': torch.randn((2, 2, 8, 8, 3), generator=g, dtype=torch.float32),
+        'input_ids': torch.tensor([[0, 0, 0, 52, 197, 68, 52, 120] + [24] * 16 + [33, 177, 164, 117], [0, 0, 0, 116, 127, 74, 133] + [24] * 16 + [120, 172, 59, 132, 190]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 25, [0, 0, 0] + [1] * 25], dtype=torch.int64),
+        'input_features': torch.randn((2, 16, 64), generator=g, dtype=torch.float32),
     }
 
 
@@ -190,39 +156,66 @@ def logits_of(output):
     return output[0]
 
 
-class LogitsModule(torch.nn.Module):
-    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)` (the module the suite exports)."""
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
-    def __init__(self, model, constants):
-        super().__init__()
-        self.model = model
-        self.constants = constants
 
-    def forward(self, **tensors):
-        return logits_of(self.model(**tensors, **self.constants))
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-class NamedLogitsModule(LogitsModule):
-    """`LogitsModule` whose forward names its tensor inputs (export_dynamic: a dynamic_shapes spec by name)."""
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
-    def __init__(self, model, names, constants):
-        super().__init__(model, constants)
 
-        def forward(**tensors):
-            return LogitsModule.forward(self, **tensors)
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-        forward.__signature__ = inspect.Signature(
-            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in names])
-        self.forward = forward
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """export_dynamic: the steps up to the failure."""
+    """exporter_dynamo_forward: the steps up to the failure."""
     inputs = sample_inputs()
-    shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}
-    module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)
+    model = tiny_model()
+    exporter, config = exporter_of('dynamo', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -249,11 +242,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -389,7 +384,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

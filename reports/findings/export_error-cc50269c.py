@@ -4,10 +4,10 @@
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
 # Fingerprint the suite recorded: {"error": "ValueError", "kind": "export_error", "what": "export of part
 #   prefill", "where": "transformers.cache_utils:Cache.get_conv_state"}
-# Covers 3 class(es), 3 cell(s): Inkling2ForConditionalGeneration, Inkling2LoopForConditionalGeneration,
-#   InklingForConditionalGeneration; checks: export_generate (3).
-# Cells: Inkling2ForConditionalGeneration (export_generate); Inkling2LoopForConditionalGeneration
-#   (export_generate); InklingForConditionalGeneration (export_generate).
+# Covers 3 class(es), 6 cell(s): Inkling2ForConditionalGeneration, Inkling2LoopForConditionalGeneration,
+#   InklingForConditionalGeneration; checks: executorch (3), export_generate (3).
+# Cells: Inkling2ForConditionalGeneration (executorch, export_generate); Inkling2LoopForConditionalGeneration
+#   (executorch, export_generate); InklingForConditionalGeneration (executorch, export_generate).
 # This script: InklingForConditionalGeneration / export_generate (a tiny random InklingForConditionalGeneration
 #   from the config below, the inputs the check fed, the check's steps up to the failure).
 #
@@ -229,6 +229,9 @@ class VisionPart(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
+        # transformers' exporters read `model.config` of what they export (their input preparers for NaViT-style
+        # encoders do), as its own components, PreTrainedModels, have it: the part carries its model's.
+        self.config = model.config
 
     def forward(self, **media):
         return image_features(self.model.get_image_features(**media))
@@ -325,11 +328,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -465,7 +470,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

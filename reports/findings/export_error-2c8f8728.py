@@ -1,26 +1,28 @@
-# Standalone reproducer of findings group exception-873f9b2d: exception at transformers.models.pocket_tts.generation_pocket_tts:PocketTTSGenerationMixin.generate
+# Standalone reproducer of findings group export_error-2c8f8728: export_error at transformers.models.higgs_audio_v2.generation_higgs_audio_v2:HiggsAudioV2GenerationMixin._get_logits_processor
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ValueError", "kind": "exception", "where":
-#   "transformers.models.pocket_tts.generation_pocket_tts:PocketTTSGenerationMixin.generate"}
-# Covers 2 class(es), 12 cell(s): GradiumPhononTTSForConditionalGeneration, PocketTTSForConditionalGeneration;
-#   checks: compile_decode (2), compile_decode@inductor (2), export_generate (2), export_static_cache (2),
-#   onnx_generate (2), static_cache (2).
-# Cells: GradiumPhononTTSForConditionalGeneration (compile_decode, compile_decode@inductor, export_generate,
-#   export_static_cache, onnx_generate, static_cache); PocketTTSForConditionalGeneration (compile_decode,
-#   compile_decode@inductor, export_generate, export_static_cache, onnx_generate, static_cache).
-# This script: GradiumPhononTTSForConditionalGeneration / static_cache (a tiny random
-#   GradiumPhononTTSForConditionalGeneration from the config below, the inputs the check fed, the check's steps up
-#   to the failure).
+# Fingerprint the suite recorded: {"error": "ValueError", "kind": "export_error", "what":
+#   "OpenVINOExporter.export_for_generation(dynamic=True)", "where":
+#   "transformers.models.higgs_audio_v2.generation_higgs_audio_v2:HiggsAudioV2GenerationMixin._get_logits_processor"}
+# Covers 1 class(es), 3 cell(s): HiggsAudioV2ForConditionalGeneration; checks: exporter_dynamo_generate (1),
+#   exporter_onnx_generate (1), exporter_openvino_generate (1).
+# Cells: HiggsAudioV2ForConditionalGeneration (exporter_dynamo_generate, exporter_onnx_generate,
+#   exporter_openvino_generate).
+# This script: HiggsAudioV2ForConditionalGeneration / exporter_openvino_generate (a tiny random
+#   HiggsAudioV2ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
+#   the failure).
 #
-# Diagnosis: exception at `transformers.models.pocket_tts.generation_pocket_tts:PocketTTSGenerationMixin.generate`
-#   (site in transformers); raising ValueError. The suite's message, masked: ValueError: Every prompt must end
-#   with the first audio position (`audio_bos_token_id`), from which the first frame is generated, and be
-#   left-padded: prepare the inputs with `PocketTTSProcessor`. (at
-#   transformers/models/pocket_tts/generation_pocket_tts.py:#)
+# Diagnosis: export_error at
+#   `transformers.models.higgs_audio_v2.generation_higgs_audio_v2:HiggsAudioV2GenerationMixin._get_logits_processor`
+#   (site in transformers); raising ValueError. The suite's message, masked:
+#   OpenVINOExporter.export_for_generation(dynamic=True): ValueError: HiggsAudioV2 generates audio codebook
+#   logits, not text logits. The following logits processors are not compatible: ['MinLengthLogitsProcessor',
+#   'MinNewTokensLengthLogitsProcessor']. Only the following processors are supported: ['Temperat... (at
+#   transformers/models/higgs_audio_v2/generation_higgs_audio_v2.py:#)
 #
-# Note: left out: the comparison of the cache contents layer by layer (static_cache's last step)
+# Note: OpenVINOExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request
+#   (the check also generates for a prompt of another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -31,8 +33,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import GradiumPhononTTSForConditionalGeneration
-from transformers import GradiumPhononTTSConfig
+from transformers import HiggsAudioV2ForConditionalGeneration
+from transformers import HiggsAudioV2Config
 
 CONFIG = {
     'output_hidden_states': False,
@@ -43,84 +45,65 @@ CONFIG = {
     'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
     'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
     'problem_type': None,
-    'flow_head_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'num_hidden_layers': 2,
-        'latent_dim': 32,
-        'condition_dim': 64,
-        'frequency_embedding_size': 256,
-        'hidden_act': 'silu',
-        'layer_norm_eps': 1e-06,
-        'rms_norm_eps': 1e-05,
-        'max_period': 10000.0,
-        'flow_type': 'lsd',
-        'loss_weighting_hidden_size': 32,
-        'loss_weighting_num_layers': 2,
-        '_name_or_path': '',
-        'model_type': '',
-        'output_attentions': False,
-    },
     'vocab_size': 256,
     'hidden_size': 64,
+    'intermediate_size': 128,
     'num_hidden_layers': 2,
     'num_attention_heads': 4,
-    'num_key_value_heads': 4,
-    'head_dim': 16,
-    'intermediate_size': 128,
-    'hidden_act': 'gelu',
-    'layer_norm_eps': 1e-05,
+    'num_key_value_heads': 2,
+    'hidden_act': 'silu',
+    'max_position_embeddings': 2048,
+    'initializer_range': 0.02,
+    'rms_norm_eps': 1e-05,
+    'use_cache': True,
+    'pad_token_id': 251,
+    'bos_token_id': 1,
+    'eos_token_id': 252,
+    'pretraining_tp': 1,
+    'tie_word_embeddings': False,
+    'rope_parameters': {
+        'factor': 32.0,
+        'rope_theta': 500000.0,
+        'high_freq_factor': 0.5,
+        'low_freq_factor': 0.125,
+        'original_max_position_embeddings': 1024,
+        'rope_type': 'llama3',
+    },
     'attention_bias': False,
     'attention_dropout': 0.0,
-    'max_position_embeddings': 8192,
-    'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-    'latent_dim': 32,
-    'pad_token_id': 3,
-    'bos_token_id': None,
-    'eos_token_id': None,
-    'audio_prompt_token_id': 5,
-    'audio_latent_token_id': 6,
-    'audio_bos_token_id': 4,
-    'frame_rate': 12.5,
-    'initializer_range': 0.02,
-    'use_cache': True,
-    'eos_loss_weight': 0.1,
-    'flow_loss_num_samples': 4,
-    'lsd_distill_probability': 0.25,
-    'lsd_diagonal_weight': 0.75,
-    'lsd_time_logit_mean': 0.4,
-    'lsd_time_logit_std': 1.0,
-    'latent_stats_ema_steps': 1000,
-    'latent_stats_ema_decay': 0.999,
-    'audio_prompt_dim': 64,
-    'num_speakers': 1,
-    'num_speakers_vocab_size': 32,
-    'num_speakers_embedding_dim': 16,
-    'duration_delta': 0.0,
-    'duration_delta_embedding_dim': 128,
-    'duration_delta_scale': 1000.0,
-    'duration_delta_max_period': 10000.0,
-    'model_type': 'gradium_phonon_tts',
+    'mlp_bias': False,
+    'head_dim': 16,
+    'num_codebooks': 8,
+    'codebook_size': 64,
+    'audio_token_id': 255,
+    'audio_bos_token_id': 253,
+    'audio_delay_token_id': 254,
+    'audio_stream_bos_id': 249,
+    'audio_stream_eos_id': 250,
+    'model_type': 'higgs_audio_v2',
     'output_attentions': False,
 }
-NEW_TOKENS = 10
-ATOL = 1e-05
+GENERATION = {
+    'max_new_tokens': 4,
+    'min_new_tokens': 4,
+    'do_sample': False,
+    'num_beams': 1,
+    'cache_implementation': 'static',
+    'max_cache_len': 19,
+    'output_logits': True,
+    'return_dict_in_generate': True,
+    'pad_token_id': 251,
+}
+NEW_TOKENS = 4
+ATOL = 0.0001
 RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny GradiumPhononTTSForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny HiggsAudioV2ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = GradiumPhononTTSForConditionalGeneration(GradiumPhononTTSConfig.from_dict(CONFIG))
+    model = HiggsAudioV2ForConditionalGeneration(HiggsAudioV2Config.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -129,11 +112,11 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs static_cache fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_openvino_generate fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[3, 3, 3, 31, 18, 87, 117, 45, 132], [159, 10, 155, 153, 116, 120, 150, 156, 126]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
+        'input_ids': torch.tensor([[37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
+        'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
     }
 
 
@@ -156,49 +139,115 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def greedy(model, inputs, new_tokens, **extra):
-    """Greedy generate of exactly `new_tokens` tokens (EOS cannot stop it), generate's auto-compile off."""
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
+
+
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
+
+
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
+
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
     with torch.no_grad():
-        return model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=new_tokens,
-                              min_new_tokens=new_tokens, disable_compile=True, **extra)
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
-def scores_diff(a, b):
-    """Max abs difference of two score tensors, equal entries (both -inf too) counting 0."""
-    a, b = a.double(), b.double()
-    delta = torch.where(a == b, torch.zeros_like(a), (a - b).abs())
-    return float(delta.max()) if delta.numel() else 0.0
+def bound(original, args, kwargs):
+    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    signature = inspect.signature(original)
+    named = {}
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            named[name] = value
+    return named
+
+
+class RoutedGenerate:
+    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
+    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
+    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
+    calls of named submodules no component covers (their PyTorch code ran)."""
+
+    def __init__(self, model, runners):
+        import functools
+
+        from transformers.exporters.utils import _find_multimodal_submodules
+
+        self.model, self.calls, self.eager_calls = model, 0, {}
+        submodules = _find_multimodal_submodules(model)
+        for name, module in submodules.items():
+            if name not in runners:
+                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
+                    name, self.eager_calls.get(name, 0) + 1))
+        for name, runner in runners.items():
+            if name not in ("prefill", "decode"):
+                self._route(submodules[name], runner)
+        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            first, self.calls = self.calls == 0, self.calls + 1
+            if first and prefill is None:
+                return original(*args, **kwargs)
+            runner = prefill if first else decode
+            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+
+        model.forward = forward
+
+    def _route(self, module, runner):
+        import functools
+
+        original = module.forward
+
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+
+        module.forward = forward
+
+    def generate(self, request, config):
+        import copy
+
+        self.calls = 0
+        with torch.no_grad():
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
 def reproduce():
-    """static_cache: the steps up to the failure."""
-    def divergence(static, dynamic):
-        """(the first new token where any row differs, the worst score difference up to it)."""
-        steps = len(dynamic.scores)
-        differs = (static.sequences[:, -steps:] != dynamic.sequences[:, -steps:]).any(dim=0)
-        first = int(differs.nonzero()[0]) if differs.any() else steps
-        diffs = [scores_diff(static.scores[s], dynamic.scores[s]) for s in range(min(first + 1, steps))]
-        return first, max(diffs, default=0.0)
-
-    inputs = sample_inputs()
-    dynamic = greedy(tiny_model(), inputs, NEW_TOKENS, output_scores=True, return_dict_in_generate=True)
-    static = greedy(tiny_model(), inputs, NEW_TOKENS, output_scores=True, return_dict_in_generate=True,
-                    cache_implementation="static")
-    first, worst = divergence(static, dynamic)
-    for step in range(min(first + 1, len(dynamic.scores))):
-        within, beyond = close(static.scores[step], dynamic.scores[step], ATOL, RTOL)
-        if within:
-            continue
-        note = ''
-        if step < first:
-            raise Finding("contract", f"static cache scores differ from the dynamic cache's at new token "
-                                      f"{step} by {beyond} while the tokens agree{note}")
-        new_static, new_dynamic = static.sequences[:, -NEW_TOKENS:], dynamic.sequences[:, -NEW_TOKENS:]
-        rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()
-        raise Finding("contract", f"static cache diverges from the dynamic cache at new token {first} (rows "
-                                  f"{rows}: static {new_static[rows, first].tolist()} vs dynamic "
-                                  f"{new_dynamic[rows, first].tolist()}); scores there differ by "
-                                  f"{beyond}{note}")
+    """exporter_openvino_generate: the steps up to the failure."""
+    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
+    config = tiny_model().generation_config
+    config.update(**GENERATION)
+    exporter, export_config = exporter_of('openvino', dynamic=True)
+    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
+                             generation_config=config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -225,11 +274,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -365,7 +416,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -1,22 +1,27 @@
-# Standalone reproducer of findings group export_error-ef8dfc1e: export_error at transformers.models.kosmos2.modeling_kosmos2:Kosmos2ForConditionalGeneration.forward
+# Standalone reproducer of findings group export_error-95092146: export_error at transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ValueError", "kind": "export_error", "what": "export of part
-#   prefill", "where": "transformers.models.kosmos2.modeling_kosmos2:Kosmos2ForConditionalGeneration.forward"}
-# Covers 1 class(es), 1 cell(s): Kosmos2ForConditionalGeneration; checks: export_generate (1).
-# Cells: Kosmos2ForConditionalGeneration (export_generate).
-# This script: Kosmos2ForConditionalGeneration / export_generate (a tiny random Kosmos2ForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
+# Fingerprint the suite recorded: {"error": "Fail", "kind": "export_error", "what": "onnx runner", "where":
+#   "transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program"}
+# Covers 3 class(es), 4 cell(s): Glm5NextForConditionalGeneration, Mistral3ForConditionalGeneration,
+#   MistralLarge4ForConditionalGeneration; checks: exporter_onnx_forward (2), exporter_onnx_generate (2).
+# Cells: Glm5NextForConditionalGeneration (exporter_onnx_generate); Mistral3ForConditionalGeneration
+#   (exporter_onnx_forward); MistralLarge4ForConditionalGeneration (exporter_onnx_forward,
+#   exporter_onnx_generate).
+# This script: Mistral3ForConditionalGeneration / exporter_onnx_forward (a tiny random
+#   Mistral3ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
+#   failure).
 #
-# Diagnosis: export_error at
-#   `transformers.models.kosmos2.modeling_kosmos2:Kosmos2ForConditionalGeneration.forward` (site in transformers);
-#   raising ValueError. The suite's message, masked: export of part 'prefill' with attention_mask, inputs_embeds
-#   dynamic failed: ValueError: You have to specify either `pixel_values` or `image_embeds`. (at
-#   transformers/models/kosmos2/modeling_kosmos2.py:#)
+# Diagnosis: export_error at `transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program` (site in
+#   transformers); raising Fail. The suite's message, masked: onnx runner: Fail: [ONNXRuntimeError] : # : FAIL :
+#   Node (node_squeeze_1) Op (Squeeze) [ShapeInferenceError] Dimension of input # must be # instead of # (at
+#   transformers/exporters/runners/runner_onnx.py:#)
 #
 # Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
+# Note: OnnxExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -27,8 +32,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import Kosmos2ForConditionalGeneration
-from transformers import Kosmos2Config
+from transformers import Mistral3ForConditionalGeneration
+from transformers import Mistral3Config
 
 CONFIG = {
     'output_hidden_states': False,
@@ -39,40 +44,6 @@ CONFIG = {
     'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
     'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
     'problem_type': None,
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'max_position_embeddings': 2048,
-        'embed_dim': 64,
-        'layers': 2,
-        'ffn_dim': 128,
-        'attention_heads': 4,
-        'activation_function': 'gelu',
-        'dropout': 0.1,
-        'attention_dropout': 0.1,
-        'activation_dropout': 0.0,
-        'layerdrop': 0.0,
-        'layer_norm_eps': 1e-05,
-        'init_std': 0.02,
-        'scale_embedding': True,
-        'use_cache': True,
-        'tie_word_embeddings': True,
-        'pad_token_id': 1,
-        'bos_token_id': 0,
-        'eos_token_id': 2,
-        'add_cross_attention': False,
-        '_name_or_path': '',
-        'model_type': 'kosmos_2_text_model',
-        'output_attentions': False,
-    },
     'vision_config': {
         'architectures': None,
         'output_hidden_states': False,
@@ -90,31 +61,68 @@ CONFIG = {
         'num_channels': 3,
         'image_size': 32,
         'patch_size': 8,
-        'hidden_act': 'quick_gelu',
-        'layer_norm_eps': 1e-05,
+        'hidden_act': 'gelu',
         'attention_dropout': 0.0,
+        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'axial'},
         'initializer_range': 0.02,
-        'initializer_factor': 1.0,
+        'head_dim': 16,
         '_name_or_path': '',
-        'model_type': 'kosmos_2_vision_model',
+        'vocab_size': 256,
+        'model_type': 'pixtral',
         'output_attentions': False,
     },
-    'latent_query_num': 64,
+    'text_config': {
+        'architectures': None,
+        'output_hidden_states': False,
+        'return_dict': True,
+        'dtype': None,
+        'chunk_size_feed_forward': 0,
+        'is_encoder_decoder': False,
+        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
+        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
+        'problem_type': None,
+        'vocab_size': 256,
+        'hidden_size': 64,
+        'intermediate_size': 128,
+        'num_hidden_layers': 2,
+        'num_attention_heads': 4,
+        'num_key_value_heads': 2,
+        'head_dim': 16,
+        'hidden_act': 'silu',
+        'max_position_embeddings': 131072,
+        'initializer_range': 0.02,
+        'rms_norm_eps': 1e-05,
+        'use_cache': True,
+        'pad_token_id': None,
+        'bos_token_id': 1,
+        'eos_token_id': 2,
+        'tie_word_embeddings': False,
+        'rope_parameters': {'rope_theta': 1000000000.0, 'rope_type': 'default'},
+        'sliding_window': None,
+        'attention_dropout': 0.0,
+        '_name_or_path': '',
+        'model_type': 'mistral',
+        'output_attentions': False,
+    },
+    'image_token_index': 10,
+    'projector_hidden_act': 'gelu',
+    'vision_feature_layer': -1,
+    'multimodal_projector_bias': False,
+    'spatial_merge_size': 2,
     'tie_word_embeddings': True,
-    'model_type': 'kosmos-2',
+    'model_type': 'mistral3',
     'output_attentions': False,
 }
-MAX_LEN = 81
-NEW_TOKENS = 8
+CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Kosmos2ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny Mistral3ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Kosmos2ForConditionalGeneration(Kosmos2Config.from_dict(CONFIG))
+    model = Mistral3ForConditionalGeneration(Mistral3Config.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -123,13 +131,13 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_generate fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_onnx_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[144, 128, 75, 64, 118, 95, 16, 24, 38, 70, 81, 127, 93, 96, 73, 86, 55, 20, 109, 52, 175, 23, 32, 80, 197, 56, 99, 38, 98, 133, 44, 112, 61, 135, 5, 120, 3, 46, 86, 46, 111, 32, 17, 154, 136, 84, 143, 104, 75, 157, 122, 138, 181, 71, 133, 179, 82, 36, 120, 103, 148, 33, 90, 117, 65, 53, 119, 195, 187, 160, 196, 38, 138]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 73), 1, dtype=torch.int64),
-        'image_embeds_position_mask': torch.tensor([[False] * 4 + [True] * 64 + [False] * 5], dtype=torch.bool),
-        'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
+        'input_ids': torch.tensor([[0, 0, 0, 28, 105, 156, 157, 44] + [10] * 4 + [84, 28, 109, 75], [0, 0, 0, 76, 195, 180, 38] + [10] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
+        'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+        'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
     }
 
 
@@ -150,116 +158,78 @@ def logits_of(output):
     return output[0]
 
 
-def static_cache(config, max_len, batch_size):
-    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
-    from transformers import StaticCache
-
-    params = inspect.signature(StaticCache.__init__).parameters
-    kwargs = {"config": config, "max_cache_len": max_len}
-    for name in ("max_batch_size", "batch_size"):
-        if name in params:
-            kwargs[name] = batch_size
-    return StaticCache(**kwargs)
-
-
-def full_static_layers(cache, max_len):
-    """Each sliding-window layer whose window holds the whole generation made a plain StaticLayer."""
-    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-    for i, layer in enumerate(getattr(cache, "layers", [])):
-        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
-            cache.layers[i] = StaticLayer(max_len)
-    return cache
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def image_features(output):
-    """Features as [tokens, hidden]: `pooler_output`, a tensor, or a list of them."""
-    pooled = getattr(output, "pooler_output", None)
-    if isinstance(pooled, (torch.Tensor, list, tuple)):
-        output = pooled
-    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
-        output = output.last_hidden_state
-    if isinstance(output, (list, tuple)):
-        return torch.cat([image_features(o) for o in output], dim=0)
-    return output.reshape(-1, output.shape[-1])
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
+
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-class VisionPart(torch.nn.Module):
-    """Vision encoder + projector: media -> the placeholder features [tokens, hidden]."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **media):
-        return image_features(self.model.get_image_features(**media))
-
-
-class EmbedPart(torch.nn.Module):
-    """The text embedding."""
-
-    def __init__(self, embedding):
-        super().__init__()
-        self.embedding = embedding
-
-    def forward(self, input_ids):
-        return self.embedding(input_ids)
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-class DecoderPart(torch.nn.Module):
-    """The decoder and its head over `inputs_embeds` and a StaticCache of `max_len` tokens (batch 1): without
-    `cache_tensors` (the prefill) a fresh cache, returning the last logits and the cache tensors (keys, values,
-    length per layer); with them (a step) they back the cache, updated in place; returns the last logits."""
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-    def __init__(self, owner, max_len, cache_kwarg, text_config):
-        super().__init__()
-        self.owner, self.max_len, self.cache_kwarg, self.text_config = owner, max_len, cache_kwarg, text_config
-
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        cache = full_static_layers(static_cache(self.text_config, self.max_len, 1), self.max_len)
-        layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
-        if cache_tensors is not None:
-            for layer, i in zip(layers, range(0, len(cache_tensors), 3)):
-                keys, values, length = cache_tensors[i:i + 3]
-                layer.keys, layer.values, layer.cumulative_length = keys, values, length
-                layer.device = keys.device
-                layer.batch_size, layer.num_heads = keys.shape[:2]
-                layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
-                layer.is_initialized = True
-        else:
-            for layer in layers:
-                layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
-        output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.cache_kwarg: cache}, **text)
-        logits = logits_of(output)[:, -1, :]
-        if cache_tensors is not None:
-            return logits
-        return (logits, *[t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)])
-
-
-def export_part(module, args=(), kwargs=None):
-    """torch.export.export(strict=False) of one generation part (export_generate)."""
-    with torch.no_grad(), failing_as("export_error"):
-        return torch.export.export(module, args, kwargs or {}, strict=False)
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """export_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
+    """exporter_onnx_forward: the steps up to the failure."""
+    inputs = sample_inputs()
     model = tiny_model()
-    owner = model  # the module generate decodes with
-    placeholders = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
-    ids = inputs["input_ids"].masked_fill(placeholders, 0)
-    media = {k: inputs[k] for k in ['image_embeds_position_mask', 'pixel_values']}
-    text = {k: inputs[k] for k in ['attention_mask']}
-    embedding = EmbedPart(owner.get_input_embeddings())
-    decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
-    programs = {}
-    programs['vision'] = export_part(VisionPart(model), kwargs=media)
-    programs['embed_prefill'] = export_part(embedding, (ids,))
-    programs['embed_step'] = export_part(embedding, (ids[:, -1:],))
+    exporter, config = exporter_of('onnx', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
+    runner = exporter_call(lambda: exported.to("cpu").runners["model"])
+    reference = tiny_model()
+    actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
     with torch.no_grad():
-        embeds = embedding(ids)
-    programs['prefill'] = export_part(decoder, (embeds,), dict(text))
+        expected = logits_of(reference(**inputs, **CONSTANTS))
+    mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
+    if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
+        actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
+    what = "onnx runner logits on the sample"
+    within, beyond = close(actual, expected, ATOL, RTOL)
+    if not within:
+        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -286,11 +256,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -426,7 +398,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

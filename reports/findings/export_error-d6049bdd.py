@@ -1,20 +1,27 @@
-# Standalone reproducer of findings group contract-f0ad06d9: contract at vision part gives # features for # placeholders
+# Standalone reproducer of findings group export_error-d6049bdd: export_error at transformers.models.apertus1p5.modeling_apertus1p5:Apertus1p5Model.get_image_tokens
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"kind": "contract", "what": "vision part gives # features for # placeholders"}
-# Covers 1 class(es), 2 cell(s): Kosmos2_5ForConditionalGeneration; checks: export_generate (1), onnx_generate
-#   (1).
-# Cells: Kosmos2_5ForConditionalGeneration (export_generate, onnx_generate).
-# This script: Kosmos2_5ForConditionalGeneration / export_generate (a tiny random
-#   Kosmos2_5ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
-#   failure).
+# Fingerprint the suite recorded: {"error": "AttributeError", "kind": "export_error", "what":
+#   "OpenVINOExporter.export(dynamic=True)", "where":
+#   "transformers.models.apertus1p5.modeling_apertus1p5:Apertus1p5Model.get_image_tokens"}
+# Covers 1 class(es), 3 cell(s): Apertus1p5ForConditionalGeneration; checks: exporter_dynamo_forward (1),
+#   exporter_onnx_forward (1), exporter_openvino_forward (1).
+# Cells: Apertus1p5ForConditionalGeneration (exporter_dynamo_forward, exporter_onnx_forward,
+#   exporter_openvino_forward).
+# This script: Apertus1p5ForConditionalGeneration / exporter_openvino_forward (a tiny random
+#   Apertus1p5ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
+#   the failure).
 #
-# Diagnosis: contract at `vision part gives # features for # placeholders` (site in no code site). The suite's
-#   message, masked: vision part gives # features for # placeholders
+# Diagnosis: export_error at `transformers.models.apertus1p5.modeling_apertus1p5:Apertus1p5Model.get_image_tokens`
+#   (site in transformers); raising AttributeError. The suite's message, masked:
+#   OpenVINOExporter.export(dynamic=True): AttributeError: 'list' object has no attribute 'tolist' (at
+#   transformers/models/apertus1p5/modeling_apertus1p5.py:#)
 #
-# Inputs: token ids and masks as recorded; flattened_patches (after its first 2 column(s), which are exact) seeded
-#   random of the recorded shapes (the suite's media are random too, the values differ).
+# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
+#   are random too, the values differ).
+# Note: OpenVINOExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
+#   another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -25,8 +32,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import Kosmos2_5ForConditionalGeneration
-from transformers import Kosmos2_5Config
+from transformers import Apertus1p5ForConditionalGeneration
+from transformers import Apertus1p5Config
 
 CONFIG = {
     'output_hidden_states': False,
@@ -48,26 +55,33 @@ CONFIG = {
         'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
         'problem_type': None,
         'vocab_size': 256,
-        'max_position_embeddings': 4096,
-        'embed_dim': 64,
-        'layers': 2,
-        'ffn_dim': 128,
-        'attention_heads': 4,
-        'activation_function': 'gelu',
-        'dropout': 0.1,
-        'attention_dropout': 0.0,
-        'activation_dropout': 0.0,
-        'layerdrop': 0.0,
-        'layer_norm_eps': 1e-05,
-        'init_std': 0.02,
-        'scale_embedding': True,
+        'hidden_size': 64,
+        'intermediate_size': 128,
+        'num_hidden_layers': 2,
+        'num_attention_heads': 4,
+        'num_key_value_heads': 4,
+        'hidden_act': 'xielu',
+        'max_position_embeddings': 65536,
+        'initializer_range': 0.02,
+        'rms_norm_eps': 1e-05,
         'use_cache': True,
-        'tie_word_embeddings': True,
-        'pad_token_id': 1,
-        'bos_token_id': 0,
+        'pad_token_id': 3,
+        'bos_token_id': 1,
         'eos_token_id': 2,
+        'tie_word_embeddings': False,
+        'rope_parameters': {
+            'rope_type': 'llama3',
+            'rope_theta': 12000000.0,
+            'factor': 8.0,
+            'original_max_position_embeddings': 8192,
+            'low_freq_factor': 1.0,
+            'high_freq_factor': 4.0,
+        },
+        'attention_bias': False,
+        'attention_dropout': 0.0,
+        'output_vocab_size': None,
         '_name_or_path': '',
-        'model_type': 'kosmos_2_5_text_model',
+        'model_type': 'apertus1p5_text',
         'output_attentions': False,
     },
     'vision_config': {
@@ -80,39 +94,77 @@ CONFIG = {
         'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
         'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
         'problem_type': None,
-        'hidden_size': 64,
-        'patch_embed_hidden_size': 768,
-        'intermediate_size': 128,
-        'head_dim': 16,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'dense_act_fn': 'gelu_new',
-        'layer_norm_eps': 1e-06,
-        'dropout_rate': 0.0,
-        'attention_dropout': 0.0,
-        'max_num_patches': 4096,
-        'initializer_factor': 1.0,
-        'initializer_range': 0.02,
+        'codebook_size': 64,
+        'embed_dim': 64,
+        'latent_channels': 64,
+        'in_channels': 3,
+        'base_channels': 64,
+        'channel_multiplier': [1, 1, 1, 1, 1],
+        'num_res_blocks': 1,
+        'attn_resolutions': [16],
+        'resolution': 256,
+        'dropout': 0.0,
         '_name_or_path': '',
-        'model_type': 'kosmos_2_5_vision_model',
+        'spatial_scale_factor': 16,
+        'model_type': 'apertus1p5_vision_tokenizer',
         'output_attentions': False,
     },
-    'latent_query_num': 16,
-    'tie_word_embeddings': True,
-    'model_type': 'kosmos-2.5',
+    'audio_config': {
+        'architectures': None,
+        'output_hidden_states': False,
+        'return_dict': True,
+        'dtype': None,
+        'chunk_size_feed_forward': 0,
+        'is_encoder_decoder': False,
+        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
+        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
+        'problem_type': None,
+        'sampling_rate': 24000,
+        'audio_channels': 1,
+        'num_filters': 4,
+        'upsampling_ratios': [6, 5, 5, 4],
+        'num_residual_layers': 1,
+        'dilation_growth_rate': 2,
+        'compress': 2,
+        'use_conv_shortcut': True,
+        'use_causal_conv': False,
+        'pad_mode': 'reflect',
+        'norm_type': 'weight_norm',
+        'kernel_size': 7,
+        'last_kernel_size': 7,
+        'residual_kernel_size': 3,
+        'num_lstm_layers': 2,
+        'hidden_size': 64,
+        'codebook_size': 64,
+        'codebook_dim': 64,
+        'decoder_hidden_size': 64,
+        'decoder_intermediate_size': 128,
+        'decoder_num_layers': 2,
+        'adanorm_num_embeddings': 4,
+        'decoder_attention_num_groups': 32,
+        'norm_eps': 1e-06,
+        '_name_or_path': '',
+        'model_type': 'wavtokenizer_encoder',
+        'output_attentions': False,
+    },
+    'image_token_id': 254,
+    'audio_token_id': 255,
+    'image_token_offset': 64,
+    'audio_token_offset': 128,
+    'tie_word_embeddings': False,
+    'model_type': 'apertus1p5',
     'output_attentions': False,
 }
-MAX_LEN = 33
-NEW_TOKENS = 8
+CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Kosmos2_5ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny Apertus1p5ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Kosmos2_5ForConditionalGeneration(Kosmos2_5Config.from_dict(CONFIG))
+    model = Apertus1p5ForConditionalGeneration(Apertus1p5Config.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -121,13 +173,13 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs export_generate fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_openvino_forward fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'flattened_patches': torch.cat([torch.tensor([[[1.0, 1.0], [1.0, 2.0], [1.0, 3.0], [2.0, 1.0], [2.0, 2.0], [2.0, 3.0]]], dtype=torch.float32), torch.randn((1, 6, 768), generator=g, dtype=torch.float32)], dim=-1),
-        'input_ids': torch.tensor([[155, 100, 155, 54, 72, 42, 130, 199, 93, 72, 162, 96, 110, 40, 91, 181, 26, 128, 152, 190, 114, 40, 141, 125, 101]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 25), 1, dtype=torch.int64),
-        'image_embeds_position_mask': torch.tensor([[False] * 4 + [True] * 16 + [False] * 5], dtype=torch.bool),
+        'input_ids': torch.tensor([[3, 3, 3, 28, 105, 156, 157, 44] + [254] * 4 + [84, 28, 109, 75], [3, 3, 3, 76, 195, 180, 38] + [254] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
+        'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+        'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
     }
 
 
@@ -165,168 +217,49 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def static_cache(config, max_len, batch_size):
-    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
-    from transformers import StaticCache
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
 
-    params = inspect.signature(StaticCache.__init__).parameters
-    kwargs = {"config": config, "max_cache_len": max_len}
-    for name in ("max_batch_size", "batch_size"):
-        if name in params:
-            kwargs[name] = batch_size
-    return StaticCache(**kwargs)
-
-
-def full_static_layers(cache, max_len):
-    """Each sliding-window layer whose window holds the whole generation made a plain StaticLayer."""
-    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-    for i, layer in enumerate(getattr(cache, "layers", [])):
-        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
-            cache.layers[i] = StaticLayer(max_len)
-    return cache
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-def image_features(output):
-    """Features as [tokens, hidden]: `pooler_output`, a tensor, or a list of them."""
-    pooled = getattr(output, "pooler_output", None)
-    if isinstance(pooled, (torch.Tensor, list, tuple)):
-        output = pooled
-    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
-        output = output.last_hidden_state
-    if isinstance(output, (list, tuple)):
-        return torch.cat([image_features(o) for o in output], dim=0)
-    return output.reshape(-1, output.shape[-1])
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-class VisionPart(torch.nn.Module):
-    """Vision encoder + projector: media -> the placeholder features [tokens, hidden]."""
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **media):
-        return image_features(self.model.get_image_features(**media))
-
-
-class EmbedPart(torch.nn.Module):
-    """The text embedding."""
-
-    def __init__(self, embedding):
-        super().__init__()
-        self.embedding = embedding
-
-    def forward(self, input_ids):
-        return self.embedding(input_ids)
-
-
-class DecoderPart(torch.nn.Module):
-    """The decoder and its head over `inputs_embeds` and a StaticCache of `max_len` tokens (batch 1): without
-    `cache_tensors` (the prefill) a fresh cache, returning the last logits and the cache tensors (keys, values,
-    length per layer); with them (a step) they back the cache, updated in place; returns the last logits."""
-
-    def __init__(self, owner, max_len, cache_kwarg, text_config):
-        super().__init__()
-        self.owner, self.max_len, self.cache_kwarg, self.text_config = owner, max_len, cache_kwarg, text_config
-
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        cache = full_static_layers(static_cache(self.text_config, self.max_len, 1), self.max_len)
-        layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
-        if cache_tensors is not None:
-            for layer, i in zip(layers, range(0, len(cache_tensors), 3)):
-                keys, values, length = cache_tensors[i:i + 3]
-                layer.keys, layer.values, layer.cumulative_length = keys, values, length
-                layer.device = keys.device
-                layer.batch_size, layer.num_heads = keys.shape[:2]
-                layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
-                layer.is_initialized = True
-        else:
-            for layer in layers:
-                layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
-        output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.cache_kwarg: cache}, **text)
-        logits = logits_of(output)[:, -1, :]
-        if cache_tensors is not None:
-            return logits
-        return (logits, *[t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)])
-
-
-def export_part(module, args=(), kwargs=None):
-    """torch.export.export(strict=False) of one generation part (export_generate)."""
-    with torch.no_grad(), failing_as("export_error"):
-        return torch.export.export(module, args, kwargs or {}, strict=False)
-
-
-def eager_generation(model, inputs, new_tokens):
-    """(the `new_tokens` greedy tokens, each step's logits) of eager generate, end-of-sequence ignored."""
-    config = model.generation_config
-    config.eos_token_id = None
-    if config.pad_token_id is None:
-        config.pad_token_id = 0
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
     with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             num_beams=1, output_logits=True, return_dict_in_generate=True)
-    return out.sequences[:, -new_tokens:], list(out.logits)
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
 def reproduce():
-    """export_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
+    """exporter_openvino_forward: the steps up to the failure."""
+    inputs = sample_inputs()
     model = tiny_model()
-    owner = model  # the module generate decodes with
-    placeholders = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
-    ids = inputs["input_ids"].masked_fill(placeholders, 0)
-    media = {k: inputs[k] for k in ['flattened_patches', 'image_embeds_position_mask']}
-    text = {k: inputs[k] for k in ['attention_mask']}
-    embedding = EmbedPart(owner.get_input_embeddings())
-    decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
-    programs = {}
-    programs['vision'] = export_part(VisionPart(model), kwargs=media)
-    programs['embed_prefill'] = export_part(embedding, (ids,))
-    programs['embed_step'] = export_part(embedding, (ids[:, -1:],))
-    with torch.no_grad():
-        embeds = embedding(ids)
-    programs['prefill'] = export_part(decoder, (embeds,), dict(text))
-    with torch.no_grad():
-        _, *state = decoder(embeds, **text)
-    programs['step'] = export_part(decoder, (embeds[:, -1:], state))
-
-    def run(name, *args, **kwargs):
-        return programs[name].module()(*args, **kwargs)
-
-    with torch.no_grad():
-        embeds = run("embed_prefill", ids)
-        features = run("vision", **media).to(embeds.dtype)
-        if features.numel() != int(placeholders.sum()) * embeds.shape[-1]:
-            raise Finding("contract", f"vision part gives {tuple(features.shape)} features for "
-                                      f"{int(placeholders.sum())} placeholders")
-        embeds = embeds.masked_scatter(placeholders.unsqueeze(-1), features)
-        logits, *state = run("prefill", embeds, **text)
-        logits_list, tokens = [logits.float()], [logits.argmax(-1, keepdim=True)]
-        for _ in range(NEW_TOKENS - 1):
-            logits = run("step", run("embed_step", tokens[-1]), list(state))
-            logits_list.append(logits.float())
-            tokens.append(logits.argmax(-1, keepdim=True))
-    logits = logits_list
-    exported = torch.cat(tokens, dim=1)
-    reference = tiny_model()
-    expected, eager_logits = eager_generation(reference, inputs, NEW_TOKENS)
-    with torch.no_grad():
-        plain = logits_of(reference(**inputs))[:, -1, :]
-    if not torch.equal(exported, expected):
-        step = int((exported != expected).int().argmax())
-        raise Finding("contract", f"tokens from the exported programs differ from eager generate at new "
-                                  f"token {step}: {exported[0].tolist()} vs {expected[0].tolist()}")
-    for step, (actual, wanted) in enumerate(zip(logits, eager_logits)):
-        within, beyond = close(actual, wanted, ATOL, RTOL)
-        if not within:
-            what = "prefill" if step == 0 else f"decode step {step}"
-            what += " of the exported programs vs eager generate"
-            raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)
-    within, beyond = close(logits[0], plain, ATOL, RTOL)
-    if not within:
-        raise Finding("contract", f"prefill of the exported programs vs a forward without cache: logits "
-                                  f"differ by {beyond}")
+    exporter, config = exporter_of('openvino', dynamic=True)
+    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -353,11 +286,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -493,7 +428,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -1,24 +1,29 @@
-# Standalone reproducer of findings group exception-eabe2522: exception at transformers.exporters.utils:_prepare_navit_vision_inputs
+# Standalone reproducer of findings group export_error-710ba2b6: export_error at transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionEmbeddings.forward
 #
 # Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
 #   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "AttributeError", "kind": "exception", "where":
-#   "transformers.exporters.utils:_prepare_navit_vision_inputs"}
-# Covers 3 class(es), 3 cell(s): MiniCPMOcrForConditionalGeneration, MiniCPMV4_6ForConditionalGeneration,
-#   MiniCPMV4_7ForConditionalGeneration; checks: onnx_generate (3).
-# Cells: MiniCPMOcrForConditionalGeneration (onnx_generate); MiniCPMV4_6ForConditionalGeneration (onnx_generate);
-#   MiniCPMV4_7ForConditionalGeneration (onnx_generate).
-# This script: MiniCPMOcrForConditionalGeneration / onnx_generate (a tiny random
-#   MiniCPMOcrForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
+# Fingerprint the suite recorded: {"error": "RuntimeError", "kind": "export_error", "what":
+#   "OpenVINOExporter.export_for_generation(dynamic=True)", "where":
+#   "transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionEmbeddings.forward"}
+# Covers 1 class(es), 3 cell(s): MiniCPMV4_6ForConditionalGeneration; checks: exporter_dynamo_generate (1),
+#   exporter_onnx_generate (1), exporter_openvino_generate (1).
+# Cells: MiniCPMV4_6ForConditionalGeneration (exporter_dynamo_generate, exporter_onnx_generate,
+#   exporter_openvino_generate).
+# This script: MiniCPMV4_6ForConditionalGeneration / exporter_openvino_generate (a tiny random
+#   MiniCPMV4_6ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
 #   the failure).
 #
-# Diagnosis: exception at `transformers.exporters.utils:_prepare_navit_vision_inputs` (site in transformers);
-#   raising AttributeError. The suite's message, masked: export of part 'vision'
-#   (transformers.exporters.OnnxExporter): AttributeError: 'VisionPart' object has no attribute 'config' (at
-#   transformers/exporters/utils.py:#)
+# Diagnosis: export_error at
+#   `transformers.models.minicpmv4_6.modeling_minicpmv4_6:MiniCPMV4_6VisionEmbeddings.forward` (site in
+#   transformers); raising RuntimeError. The suite's message, masked:
+#   OpenVINOExporter.export_for_generation(dynamic=True): RuntimeError: The size of tensor a (#) must match the
+#   size of tensor b (#) at non-singleton dimension # (at
+#   transformers/models/minicpmv4_6/modeling_minicpmv4_6.py:#)
 #
 # Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
 #   are random too, the values differ).
+# Note: OpenVINOExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request
+#   (the check also generates for a prompt of another length)
 # Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
 #   suite's rules (raised: false when nothing failed).
 
@@ -29,8 +34,8 @@ import tempfile
 
 import torch
 import transformers
-from transformers import MiniCPMOcrForConditionalGeneration
-from transformers import MiniCPMOcrConfig
+from transformers import MiniCPMV4_6ForConditionalGeneration
+from transformers import MiniCPMV4_6Config
 
 CONFIG = {
     'output_hidden_states': False,
@@ -103,32 +108,43 @@ CONFIG = {
         'insert_layer_id': 6,
         'window_kernel_size': [2, 2],
         '_name_or_path': '',
-        'model_type': 'minicpm_ocr_vision',
+        'model_type': 'minicpmv4_6_vision',
         'output_attentions': False,
     },
     'insert_layer_id': 6,
+    'image_size': 32,
+    'drop_vision_last_layer': False,
     'image_token_id': 255,
     'video_token_id': 254,
-    'tie_word_embeddings': True,
-    'downsample_mode': '4x',
+    'tie_word_embeddings': False,
+    'downsample_mode': '16x',
     'merge_kernel_size': [2, 2],
     'merger_times': 1,
     'patch_size': 8,
-    'model_type': 'minicpm_ocr',
+    'model_type': 'minicpmv4_6',
     'output_attentions': False,
 }
-MAX_LEN = 25
+GENERATION = {
+    'max_new_tokens': 4,
+    'min_new_tokens': 4,
+    'do_sample': False,
+    'num_beams': 1,
+    'cache_implementation': 'static',
+    'max_cache_len': 21,
+    'output_logits': True,
+    'return_dict_in_generate': True,
+    'pad_token_id': 0,
+}
 NEW_TOKENS = 4
 ATOL = 0.0001
 RTOL = 1.3e-06
-EXPORTER = 'transformers'
 
 
 def tiny_model():
-    """A fresh tiny MiniCPMOcrForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
+    """A fresh tiny MiniCPMV4_6ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
     zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = MiniCPMOcrForConditionalGeneration(MiniCPMOcrConfig.from_dict(CONFIG))
+    model = MiniCPMV4_6ForConditionalGeneration(MiniCPMV4_6Config.from_dict(CONFIG))
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -137,11 +153,11 @@ def tiny_model():
 
 
 def sample_inputs():
-    """The inputs onnx_generate fed (token ids literal, media seeded random: see the header)."""
+    """The inputs exporter_openvino_generate fed (token ids literal, media seeded random: see the header)."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[119, 119, 88, 144] + [255] * 8 + [5, 181, 169, 129, 67]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 17), 1, dtype=torch.int64),
+        'input_ids': torch.tensor([[119, 119, 88, 144, 255, 255, 5, 181, 169, 129, 67]], dtype=torch.int64),
+        'attention_mask': torch.full((1, 11), 1, dtype=torch.int64),
         'pixel_values': torch.randn((1, 3, 8, 384), generator=g, dtype=torch.float32),
         'target_sizes': torch.tensor([[4, 8]], dtype=torch.int32),
     }
@@ -149,201 +165,132 @@ def sample_inputs():
 
 # --- the check's pieces (vlm-conformance's rules, restated) ---
 
-def logits_of(output):
-    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict) and "logits" in output:
-        return output["logits"]
-    if isinstance(getattr(output, "logits", None), torch.Tensor):
-        return output.logits
-    if isinstance(output, dict):
-        for key, value in output.items():
-            if key.startswith("logits") and isinstance(value, torch.Tensor):
-                return value
-    return output[0]
+def close(actual, expected, atol, rtol=1.3e-6):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def static_cache(config, max_len, batch_size):
-    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
-    from transformers import StaticCache
+def exporter_of(backend, **config):
+    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
+    import transformers.exporters as exporters
 
-    params = inspect.signature(StaticCache.__init__).parameters
-    kwargs = {"config": config, "max_cache_len": max_len}
-    for name in ("max_batch_size", "batch_size"):
-        if name in params:
-            kwargs[name] = batch_size
-    return StaticCache(**kwargs)
-
-
-def full_static_layers(cache, max_len):
-    """Each sliding-window layer whose window holds the whole generation made a plain StaticLayer."""
-    from transformers.cache_utils import StaticLayer, StaticSlidingWindowLayer
-
-    for i, layer in enumerate(getattr(cache, "layers", [])):
-        if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
-            cache.layers[i] = StaticLayer(max_len)
-    return cache
+    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
+                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
+    with failing_as("export_error"):
+        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
 
 
-def image_features(output):
-    """Features as [tokens, hidden]: `pooler_output`, a tensor, or a list of them."""
-    pooled = getattr(output, "pooler_output", None)
-    if isinstance(pooled, (torch.Tensor, list, tuple)):
-        output = pooled
-    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
-        output = output.last_hidden_state
-    if isinstance(output, (list, tuple)):
-        return torch.cat([image_features(o) for o in output], dim=0)
-    return output.reshape(-1, output.shape[-1])
+def exporter_call(function, *args, **kwargs):
+    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
+    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
+    try:
+        return function(*args, **kwargs)
+    except Exception as exc:
+        root = exc
+        while root.__cause__ is not None and root.__cause__ is not root:
+            root = root.__cause__
+        root.repro_as = ("export_error", "", "")
+        raise root from None
 
 
-class VisionPart(torch.nn.Module):
-    """Vision encoder + projector: media -> the placeholder features [tokens, hidden]."""
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
+    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
 
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **media):
-        return image_features(self.model.get_image_features(**media))
-
-
-class EmbedPart(torch.nn.Module):
-    """The text embedding."""
-
-    def __init__(self, embedding):
-        super().__init__()
-        self.embedding = embedding
-
-    def forward(self, input_ids):
-        return self.embedding(input_ids)
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
-class DecoderPart(torch.nn.Module):
-    """The decoder and its head over `inputs_embeds` and a StaticCache of `max_len` tokens (batch 1): without
-    `cache_tensors` (the prefill) a fresh cache, returning the last logits and the cache tensors (keys, values,
-    length per layer); with them (a step) they back the cache, updated in place; returns the last logits."""
-
-    def __init__(self, owner, max_len, cache_kwarg, text_config):
-        super().__init__()
-        self.owner, self.max_len, self.cache_kwarg, self.text_config = owner, max_len, cache_kwarg, text_config
-
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        cache = full_static_layers(static_cache(self.text_config, self.max_len, 1), self.max_len)
-        layers = [layer for layer in cache.layers if hasattr(layer, "lazy_initialization")]
-        if cache_tensors is not None:
-            for layer, i in zip(layers, range(0, len(cache_tensors), 3)):
-                keys, values, length = cache_tensors[i:i + 3]
-                layer.keys, layer.values, layer.cumulative_length = keys, values, length
-                layer.device = keys.device
-                layer.batch_size, layer.num_heads = keys.shape[:2]
-                layer.k_head_dim, layer.v_head_dim = keys.shape[-1], values.shape[-1]
-                layer.is_initialized = True
-        else:
-            for layer in layers:
-                layer.cumulative_length = inputs_embeds.new_zeros((), dtype=torch.long)
-        output = self.owner(inputs_embeds=inputs_embeds, use_cache=True, **{self.cache_kwarg: cache}, **text)
-        logits = logits_of(output)[:, -1, :]
-        if cache_tensors is not None:
-            return logits
-        return (logits, *[t for layer in layers for t in (layer.keys, layer.values, layer.cumulative_length)])
+def bound(original, args, kwargs):
+    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    signature = inspect.signature(original)
+    named = {}
+    for name, value in signature.bind(*args, **kwargs).arguments.items():
+        kind = signature.parameters[name].kind
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            named.update(value)
+        elif kind is not inspect.Parameter.VAR_POSITIONAL:
+            named[name] = value
+    return named
 
 
-class FunctionalStep(DecoderPart):
-    """The decode step with the cache as explicit inputs and outputs (ONNX has no in-place update of an input)."""
+class RoutedGenerate:
+    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
+    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
+    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
+    calls of named submodules no component covers (their PyTorch code ran)."""
 
-    def forward(self, inputs_embeds, cache_tensors=None, **text):
-        state = [t.clone() for t in cache_tensors]
-        return (super().forward(inputs_embeds, state, **text), *state)
+    def __init__(self, model, runners):
+        import functools
 
+        from transformers.exporters.utils import _find_multimodal_submodules
 
-def leaf_feed(kwargs):
-    """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
-    feed = {}
+        self.model, self.calls, self.eager_calls = model, 0, {}
+        submodules = _find_multimodal_submodules(model)
+        for name, module in submodules.items():
+            if name not in runners:
+                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
+                    name, self.eager_calls.get(name, 0) + 1))
+        for name, runner in runners.items():
+            if name not in ("prefill", "decode"):
+                self._route(submodules[name], runner)
+        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
 
-    def walk(value, prefix):
-        if isinstance(value, torch.Tensor):
-            feed[prefix] = value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                walk(item, f"{prefix}.{index}")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}")
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            first, self.calls = self.calls == 0, self.calls + 1
+            if first and prefill is None:
+                return original(*args, **kwargs)
+            runner = prefill if first else decode
+            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
 
-    for key, value in kwargs.items():
-        walk(value, key)
-    return feed
+        model.forward = forward
 
+    def _route(self, module, runner):
+        import functools
 
-def onnx_export(module, kwargs, path, exporter):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
-    dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad(), failing_as("exception"):
-        if exporter == "transformers":
-            from transformers.exporters import OnnxConfig, OnnxExporter
+        original = module.forward
 
-            exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
-            OnnxExporter.save_program(exported.program, path)
-            return leaf_feed(kwargs)
-        feed = leaf_feed(kwargs)
-        program = torch.export.export(module.eval(), (), kwargs=dict(kwargs), strict=False)
-        onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
-                                         external_data=True, optimize=True, verbose=False)
-        onnx_program.save(path, external_data=True)
-        return feed
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
 
+        module.forward = forward
 
-class OrtProgram:
-    """An ONNX file in an ONNX Runtime CPU session: `program(feed) -> {output name: tensor}`."""
+    def generate(self, request, config):
+        import copy
 
-    def __init__(self, path):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
-        options.log_severity_level = 3
-        with failing_as("exception"):
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.inputs = [spec.name for spec in self.session.get_inputs()]
-        self.outputs = [spec.name for spec in self.session.get_outputs()]
-
-    def __call__(self, feed):
-        def lookup(name):  # transformers' exporter prefixes an input it also returns (a mutated one) with `input.`
-            return feed[name] if name in feed else feed.get(name.removeprefix("input."))
-
-        missing = [name for name in self.inputs if lookup(name) is None]
-        if missing:
-            raise Finding("contract", f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
-                                      "do not hold")
-        arrays = {name: lookup(name).detach().cpu().contiguous().numpy() for name in self.inputs}
-        with failing_as("exception"):
-            values = self.session.run(None, arrays)
-        return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
+        self.calls = 0
+        with torch.no_grad():
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
 def reproduce():
-    """onnx_generate: the steps up to the failure."""
+    """exporter_openvino_generate: the steps up to the failure."""
     inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
-    model = tiny_model()
-    owner = model  # the module generate decodes with
-    placeholders = inputs["input_ids"] == 255
-    ids = inputs["input_ids"].masked_fill(placeholders, 0)
-    media = {k: inputs[k] for k in ['pixel_values', 'target_sizes']}
-    text = {k: inputs[k] for k in ['attention_mask']}
-    embedding = EmbedPart(owner.get_input_embeddings())
-    decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
-    folder = tempfile.mkdtemp()
-    sessions = {}
-
-    def onnx_part(name, module, kwargs):
-        path = os.path.join(folder, name, "model.onnx")
-        os.makedirs(os.path.dirname(path))
-        onnx_export(module, kwargs, path, EXPORTER)
-        sessions[name] = OrtProgram(path)
-
-    onnx_part('vision', VisionPart(model), dict(media))
+    config = tiny_model().generation_config
+    config.update(**GENERATION)
+    exporter, export_config = exporter_of('openvino', dynamic=True)
+    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
+                             generation_config=config)
 
 
 # --- reporting: the failure's fingerprint by the suite's rules ---
@@ -370,11 +317,13 @@ WRAPPERS = ("BackendCompilerFailed", "InductorError")
 
 class Finding(AssertionError):
     """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, and the exception behind it (`cause`: its site and type)."""
+    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
+    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
 
-    def __init__(self, kind, message, what=None, guard="", cause=None):
+    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
         super().__init__(message)
         self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
+        self.where = where
 
 
 @contextlib.contextmanager
@@ -510,7 +459,7 @@ def backend_fingerprint(exc):
 def fingerprint(exc):
     """The suite's fingerprint of a failure the script raised (see the module)."""
     if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else ""}
+        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
         if exc.cause is not None:
             found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
         elif exc.kind in ("contract", "numerical_mismatch"):

@@ -147,8 +147,18 @@ def _root(exc: BaseException) -> BaseException:
     return exc
 
 
+ATTRIBUTE_HOOKS = ("__getattr__", "__getattribute__")
+
+
 def _raising_frame(exc: BaseException):
-    frames = traceback.extract_tb(_root(exc).__traceback__)
+    """The frame whose code raised the root cause. A failed attribute lookup is the failure of the code that looked
+    the attribute up, not of the hook that answered it: an AttributeError raised by a `__getattr__` or
+    `__getattribute__` (torch's `Module.__getattr__`, a config's) is its caller's."""
+    root = _root(exc)
+    frames = traceback.extract_tb(root.__traceback__)
+    if isinstance(root, AttributeError):
+        while len(frames) > 1 and frames[-1].name in ATTRIBUTE_HOOKS:
+            frames = frames[:-1]
     return frames[-1] if frames else None
 
 

@@ -20,7 +20,7 @@ from conformance.checks.common.outcome import ContractViolation, run_check
 from conformance.fingerprints import Fingerprint
 from conformance.gate.expectations import Expectation, ExpectationsError, parse
 from conformance.gate.ratchet import judge
-from conformance.reasons import raised_in_suite
+from conformance.reasons import raised_in_suite, suite_site
 from conformance.report import findings
 
 SUITE_FILE = Path(conformance.__file__).parent / "checks" / "common" / "planted_helper.py"  # never on disk
@@ -151,6 +151,37 @@ def test_raised_in_suite_follows_explicit_causes_to_the_root():
             raise RuntimeError("wrapped by the suite") from exc
     except RuntimeError as outer:
         assert not raised_in_suite(outer)  # the root was raised in transformers
+
+
+LOOKUP = '''
+def generation_config_of(model):
+    return model.generation_config  # the bug: a module without generate() has none
+'''
+
+
+def _lookup(filename: str):
+    scope: dict = {"__name__": "planted_lookup"}
+    exec(compile(LOOKUP, str(filename), "exec"), scope)
+    return scope["generation_config_of"]
+
+
+def test_a_failed_attribute_lookup_is_the_failure_of_the_code_that_looked_it_up():
+    """torch's `Module.__getattr__` raises the AttributeError of a lookup the suite made (PI0's exporter
+    generation cells were published as an upstream exception at that frame): the lookup's caller is the raising
+    code, so the suite's lookup is a harness error, and the same lookup in transformers' code the model's."""
+    import torch
+
+    def raised(filename):
+        try:
+            _lookup(filename)(torch.nn.Linear(2, 2))
+        except AttributeError as exc:
+            return exc
+        raise AssertionError("the planted lookup did not raise")
+
+    in_suite_code = raised(SUITE_FILE)
+    assert raised_in_suite(in_suite_code)
+    assert suite_site(in_suite_code) == "conformance.checks.common.planted_helper:generation_config_of"
+    assert not raised_in_suite(raised(MODEL_FILE))
 
 
 def test_a_generator_that_scores_no_vocabulary_is_a_gap_of_the_token_decoding_checks():

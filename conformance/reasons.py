@@ -35,25 +35,37 @@ import traceback
 from pathlib import Path
 
 
+def package_path(filename: str) -> str:
+    """``transformers/<path>`` of a file of the transformers package wherever it lives: below a venv's
+    site-packages or in a checkout's ``src/transformers/`` (the last ``transformers`` directory of the path is the
+    package's, so ``/work/transformers/src/transformers/x.py`` is ``transformers/x.py``, as installed)."""
+    return "transformers/" + filename.rsplit("/transformers/", 1)[1]
+
+
 def where(exc: BaseException) -> str:
     """`file:line` of the innermost frame inside transformers (else innermost)."""
     frames = traceback.extract_tb(exc.__traceback__)
     for frame in reversed(frames):
         if "/transformers/" in frame.filename:
-            path = frame.filename.split("/transformers/", 1)[1]
-            return f"transformers/{path}:{frame.lineno}"
+            return f"{package_path(frame.filename)}:{frame.lineno}"
     if frames:
         return f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}"
     return ""
 
 
 INSTALLED_PREFIX = re.compile(r"[^\s\"'(]*/(?:site|dist)-packages/")  # a venv's path before a package's files
+CHECKOUT_PREFIX = re.compile(r"[^\s\"'(]*/src/(?=transformers/)")  # a transformers checkout's path before its package
+
+
+def package_paths(text: str) -> str:
+    """`text` with every path into an installed package or a transformers checkout written from the package on."""
+    return CHECKOUT_PREFIX.sub("", INSTALLED_PREFIX.sub("", text))
 
 
 def one_line(exc: BaseException, limit: int = 300, location: str | None = None) -> str:
-    """`Type: message (at file:line)` on one line, for a matrix cell; a path into an installed package is written
-    from the package on (``executorch/exir/tensor.py``, not this machine's venv)."""
-    text = INSTALLED_PREFIX.sub("", " ".join(str(exc).split())) or repr(exc)
+    """`Type: message (at file:line)` on one line, for a matrix cell; a path into an installed package or a
+    transformers checkout is written from the package on (``executorch/exir/tensor.py``, not this machine's venv)."""
+    text = package_paths(" ".join(str(exc).split())) or repr(exc)
     if len(text) > limit:
         text = text[: limit - 3] + "..."
     location = where(exc) if location is None else location

@@ -235,3 +235,38 @@ def test_a_reason_names_an_installed_packages_file_from_the_package_on_never_thi
 
     error = RuntimeError("Caused by: (.venv-pub/lib/python3.11/site-packages/executorch/exir/tensor.py:12 in f)")
     assert one_line(error, location="") == "RuntimeError: Caused by: (executorch/exir/tensor.py:12 in f)"
+
+
+def test_a_failure_in_a_transformers_checkout_reads_as_the_same_failure_installed():
+    """A PR gate runs HEAD from an editable checkout (`.../transformers/src/transformers/`) and the merge base from a
+    worktree: the same failure must read the same in both, or the merge-base judgement calls an unchanged failure
+    'changed by this change' (it did, for LightOnOcr's onnx_generate, on 2026-12-04)."""
+    from conformance.checks.common import exporters as exporters_check
+    from conformance.reasons import one_line, where
+
+    def raised_in(path: str) -> BaseException:
+        try:
+            exec(compile("raise ValueError('no')", path, "exec"), {})
+        except ValueError as exc:
+            return exc
+        raise AssertionError("did not raise")
+
+    installed = "/v/.venv/lib/python3.11/site-packages/transformers/exporters/exporter_dynamo.py"
+    checkout = "/work/transformers/src/transformers/exporters/exporter_dynamo.py"
+    worktree = "/home/u/.cache/vlm-conformance/worktrees/abc/src/transformers/exporters/exporter_dynamo.py"
+    assert {where(raised_in(p)) for p in (installed, checkout, worktree)} == {"transformers/exporters/exporter_dynamo.py:1"}
+    texts = {one_line(RuntimeError(f'File "{p}", line 125, in export'), location="") for p in (installed, checkout)}
+    assert texts == {'RuntimeError: File "transformers/exporters/exporter_dynamo.py", line 125, in export'}
+    reasons = {str(exporters_check.exporter_failure(RuntimeError(f'boom\n  File "{p}", line 125, in export'),
+                                                    "export", {})) for p in (installed, checkout)}
+    assert reasons == {"export: RuntimeError: boom (at transformers/exporters/exporter_dynamo.py:125)"}
+
+
+def test_a_recompile_reason_names_the_guards_file_from_the_package_on():
+    """dynamo writes a guard's file relative to the working directory (`.venv-tf457/lib/...` when the venv's python
+    was called by a relative path): the reason says `transformers/...`, whichever venv or checkout ran it."""
+    from conformance.checks.common.dynamo import describe_guard
+
+    for prefix in (".venv-tf457/lib/python3.11/site-packages/", "/work/transformers/src/"):
+        reason = f"L['x'].cumulative_length == 16  # {prefix}transformers/cache_utils.py:406 in update"
+        assert describe_guard(reason) == "L['x'].cumulative_length == 16 (at transformers/cache_utils.py:406 in update)"

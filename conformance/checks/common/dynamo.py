@@ -28,7 +28,7 @@ import torch
 from torch._dynamo.utils import compilation_time_metrics, counters, graph_break_reasons, guard_failures
 
 from conformance.fingerprints import mask
-from conformance.reasons import exception_site, site, site_of, where
+from conformance.reasons import exception_site, package_path, package_paths, site, site_of, where
 
 REASON_LIMIT = 240
 
@@ -58,7 +58,7 @@ def _clip(text: str, limit: int = REASON_LIMIT) -> str:
 def _frame_text(frame: traceback.FrameSummary) -> str:
     path = frame.filename
     if "/transformers/" in path:
-        path = "transformers/" + path.split("/transformers/", 1)[1]
+        path = package_path(path)
     else:
         path = path.rsplit("/", 1)[-1]
     code = f": `{frame.line.strip()}`" if frame.line else ""
@@ -142,7 +142,7 @@ def describe_guard(reason: str) -> str:
     head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head  # drop the compile id
     segments = [part.strip() for part in head.split("  # ")]
     location = next((part for part in segments[1:] if re.search(r":\d+ in ", part)), "")
-    location = re.sub(r"\s*\(HINT.*$", "", location)
+    location = package_paths(re.sub(r"\s*\(HINT.*$", "", location))
     return _clip(segments[0] + (f" (at {location})" if location else ""))
 
 

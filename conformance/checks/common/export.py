@@ -36,7 +36,7 @@ from conformance.checks.common.compare import assert_close, judge_close, logits_
 from conformance.checks.common.outcome import ContractViolation
 from conformance.checks.common.registry import declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, where_of
-from conformance.reasons import where
+from conformance.reasons import package_path, where
 
 TRANSFORMERS_FRAME = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
 REASON_LIMIT = 240
@@ -96,7 +96,7 @@ def exporter_reason(exc: BaseException, stage: str) -> str:
     frames = TRANSFORMERS_FRAME.findall(text)
     if frames:
         path, line = frames[-1]
-        location = "transformers/" + path.split("/transformers/", 1)[1] + f":{line}"
+        location = f"{package_path(path)}:{line}"
     else:
         location = where(exc)
     return f"{stage}: {type(exc).__name__}: {first}" + (f" (at {location})" if location else "")

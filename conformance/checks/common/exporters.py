@@ -65,7 +65,7 @@ from conformance.checks.common.generation import single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, mask
-from conformance.reasons import where
+from conformance.reasons import package_path, where
 from conformance.tolerances import Tolerance
 
 NEW_TOKENS = 4
@@ -186,7 +186,7 @@ def exporter_failure(exc: BaseException, stage: str, metrics: dict, kind: str = 
     named = TRANSFORMERS_FILE.findall(text)
     if named:
         path, line = named[-1]
-        location = "transformers/" + path.split("/transformers/", 1)[1] + f":{line}"
+        location = f"{package_path(path)}:{line}"
     first += spec_difference(text)
     reason = f"{stage}: {type(root).__name__}: {first}" + (f" (at {location})" if location else "")
     fingerprint = Fingerprint(kind_of(root, kind), where=where_of(root), error=type(root).__name__, what=mask(stage))

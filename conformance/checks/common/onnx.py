@@ -43,6 +43,7 @@ from conformance.checks.common import export as _export
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.generation import NamedInputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
+from conformance.reasons import package_path
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 EXTRA = "onnx"
@@ -160,7 +161,7 @@ def _failed_node_location(exc: BaseException, programs: list) -> str:
                 frames = _export.TRANSFORMERS_FRAME.findall(node.meta.get("stack_trace") or "")
                 if frames:
                     file, line = frames[-1]
-                    return "transformers/" + file.split("/transformers/", 1)[1] + f":{line}"
+                    return f"{package_path(file)}:{line}"
     return ""
 
 

@@ -42,6 +42,11 @@ def package_path(filename: str) -> str:
     return "transformers/" + filename.rsplit("/transformers/", 1)[1]
 
 
+def short_path(filename: str) -> str:
+    """A file as a reason names it: `package_path` inside transformers, else its base name."""
+    return package_path(filename) if "/transformers/" in filename else filename.rsplit("/", 1)[-1]
+
+
 def where(exc: BaseException) -> str:
     """`file:line` of the innermost frame inside transformers (else innermost)."""
     frames = traceback.extract_tb(exc.__traceback__)

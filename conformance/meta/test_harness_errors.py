@@ -31,10 +31,11 @@ def cache_layers(cache):
 '''
 
 
-def _helper(filename: str):
+def _helper(filename: str, source: str = HELPER, name: str = "cache_layers"):
+    """`name` of `source` compiled under `filename` (its frames then belong to that file's owner)."""
     scope: dict = {"__name__": "conformance.checks.common.planted_helper"}
-    exec(compile(HELPER, str(filename), "exec"), scope)
-    return scope["cache_layers"]
+    exec(compile(source, str(filename), "exec"), scope)
+    return scope[name]
 
 
 class _Case:
@@ -159,12 +160,6 @@ def generation_config_of(model):
 '''
 
 
-def _lookup(filename: str):
-    scope: dict = {"__name__": "planted_lookup"}
-    exec(compile(LOOKUP, str(filename), "exec"), scope)
-    return scope["generation_config_of"]
-
-
 def test_a_failed_attribute_lookup_is_the_failure_of_the_code_that_looked_it_up():
     """torch's `Module.__getattr__` raises the AttributeError of a lookup the suite made (PI0's exporter
     generation cells were published as an upstream exception at that frame): the lookup's caller is the raising
@@ -173,7 +168,7 @@ def test_a_failed_attribute_lookup_is_the_failure_of_the_code_that_looked_it_up(
 
     def raised(filename):
         try:
-            _lookup(filename)(torch.nn.Linear(2, 2))
+            _helper(filename, LOOKUP, "generation_config_of")(torch.nn.Linear(2, 2))
         except AttributeError as exc:
             return exc
         raise AssertionError("the planted lookup did not raise")

@@ -28,7 +28,7 @@ import torch
 from torch._dynamo.utils import compilation_time_metrics, counters, graph_break_reasons, guard_failures
 
 from conformance.fingerprints import mask
-from conformance.reasons import exception_site, package_path, package_paths, site, site_of, where
+from conformance.reasons import exception_site, package_paths, short_path, site, site_of, where
 
 REASON_LIMIT = 240
 
@@ -56,11 +56,7 @@ def _clip(text: str, limit: int = REASON_LIMIT) -> str:
 
 
 def _frame_text(frame: traceback.FrameSummary) -> str:
-    path = frame.filename
-    if "/transformers/" in path:
-        path = package_path(path)
-    else:
-        path = path.rsplit("/", 1)[-1]
+    path = short_path(frame.filename)
     code = f": `{frame.line.strip()}`" if frame.line else ""
     return f"{path}:{frame.lineno}{code}"
 

@@ -48,7 +48,7 @@ from typing import Any
 import torch
 
 from conformance.fingerprints import Fingerprint, mask
-from conformance.reasons import package_path, site
+from conformance.reasons import short_path, site
 
 SHAPES_LOGGER = "torch.fx.experimental.symbolic_shapes"
 SOURCE = re.compile(r"^L((?:\[[^\]]+\])+)\.size\(\)\[(\d+)\]$")
@@ -144,10 +144,7 @@ class Place:
         frame = _frame(frames)
         if frame is None:
             return cls()
-        if "/transformers/" in frame.filename:
-            path = package_path(frame.filename)
-        else:
-            path = frame.filename.rsplit("/", 1)[-1]
+        path = short_path(frame.filename)
         return cls(f"{path}:{frame.lineno} in {frame.name}", site(frame.filename, frame.lineno, frame.name))
 
 

@@ -165,4 +165,4 @@ def test_merged_and_backend_runs_name_their_commands_not_their_files(fake_run, p
 def test_a_run_file_without_a_command_is_named_by_its_file_name():
     envelope = {"environment": {"backend": "eager"}, "created": "2026-12-01T00:00:00Z", "suite": {"commit": "abc"}}
     assert report.runs_of(envelope, "/somewhere/on/this/machine/inductor.json") == [
-        {"command": "inductor.json", "created": "2026-12-01T00:00:00Z", "suite": "abc"}]
+        {"command": "inductor.json", "created": "2026-12-01T00:00:00Z", "suite": "abc", "cell_code": ""}]

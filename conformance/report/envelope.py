@@ -4,8 +4,9 @@ Contracts:
 
 * `environment(device, dtype, backend)` describes this machine and run,
   with where its transformers came from (`provenance.transformers_source`);
-  `suite_version()` this suite (its version, and `git describe --always
-  --dirty` of a checkout). An envelope records where it came from in
+  `suite_version()` this suite (its version, `git describe --always
+  --dirty` of a checkout, and the `cell_code` that decides its cells:
+  `conformance.report.cell_code`). An envelope records where it came from in
   names anyone can resolve, never a path of the machine that made it
   (`conformance.report.provenance`).
 * `build_envelope(records, env, checks, models)` makes the envelope (schema
@@ -24,7 +25,7 @@ Contracts:
   backend columns, ``compile_prefill@inductor`` next to ``compile_prefill``
   (`as_backend_columns`, `conformance.columns`); the merged environment
   lists the merged runs under ``runs`` (each one's command, created, suite
-  commit: `runs_of`); `envelope_from_parts` rebuilds an envelope from an
+  commit and cell code: `runs_of`); `envelope_from_parts` rebuilds an envelope from an
   interrupted run's part files.
 """
 
@@ -37,7 +38,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from conformance import columns, locations
-from conformance.report import provenance
+from conformance.report import cell_code, provenance
 from conformance.report.io import read_records
 from conformance.verdicts import VERDICTS
 
@@ -73,7 +74,7 @@ def suite_version() -> dict[str, str]:
     # Only a checkout's own repository: an installed package's parent folder may lie inside another one.
     checkout = (locations.REPOSITORY / ".git").exists()
     commit = provenance.git(["describe", "--always", "--dirty"], locations.REPOSITORY) if checkout else ""
-    return {"version": ver, "commit": commit}
+    return {"version": ver, "commit": commit, "cell_code": cell_code.of_package()}
 
 
 def environment(device: str, dtype: str, backend: str) -> dict[str, str]:
@@ -318,13 +319,14 @@ def supersede(envelopes: list[dict], sources: list[str]) -> tuple[dict, int]:
 
 
 def runs_of(envelope: dict, source: str) -> list[dict]:
-    """The runs an envelope holds, each {command, created, suite}: a merged one's `environment.runs`, else the
-    run itself (its `environment.command`; a run file older than that field: the file's name)."""
+    """The runs an envelope holds, each {command, created, suite, cell_code}: a merged one's `environment.runs`,
+    else the run itself (its `environment.command`; a run file older than that field: the file's name; its cell
+    code `cell_code.of_envelope`, "" where unknown)."""
     env = envelope["environment"]
     if isinstance(env.get("runs"), list):
         return list(env["runs"])
     return [{"command": env.get("command") or Path(source).name, "created": envelope.get("created", ""),
-             "suite": (envelope.get("suite") or {}).get("commit", "")}]
+             "suite": (envelope.get("suite") or {}).get("commit", ""), "cell_code": cell_code.of_envelope(envelope)}]
 
 
 def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:

@@ -428,7 +428,7 @@ def render_markdown(envelope: dict) -> str:
     lines = ["# vlm-conformance matrix", "", environment_line(envelope), ""]
     if suite.get("version") or suite.get("commit"):
         lines += [f"Suite {suite.get('version', '')} at commit {suite.get('commit') or 'unknown'}; "
-                  f"python {envelope['environment'].get('python', '')}.", ""]
+                  f"python {envelope['environment'].get('python', '')}. {cell_code_line(envelope)}", ""]
     lines += [legend(), "", PASS_RATE_NOTE, ""]
     lines += ["## Summary", ""] + summary_section(envelope) + [""]
     lines += [f"## Image-text-to-text classes ({len(image_text)})", ""]
@@ -440,6 +440,19 @@ def render_markdown(envelope: dict) -> str:
     lines += listed_metrics_section(envelope)
     lines += coverage_section(envelope)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def cell_code_line(envelope: dict) -> str:
+    """Whether one commit's checks made every cell (`conformance.report.cell_code`), in one sentence."""
+    runs = (envelope.get("environment") or {}).get("runs")
+    codes = [r.get("cell_code") or "" for r in runs] if isinstance(runs, list) else \
+        [(envelope.get("suite") or {}).get("cell_code") or ""]
+    commits = sorted({r.get("suite") for r in runs if r.get("suite")}) if isinstance(runs, list) else []
+    at = f" (runs at commits {', '.join(commits)})" if len(commits) > 1 else ""
+    if len(set(codes)) == 1 and codes[0]:
+        return f"Every cell was made by cell code {codes[0]}, one commit's checks{at}."
+    counted = ", ".join(f"{code or 'unknown'}: {codes.count(code)} run(s)" for code in dict.fromkeys(codes))
+    return f"The cells were made by more than one commit's checks, or by unknown ones ({counted})."
 
 
 def readme_section(envelope: dict) -> str:

@@ -1,0 +1,107 @@
+"""Which code decided a run's cells: a name for it that two runs made at different commits can compare.
+
+A publication merges runs made over several sessions and machines, each at its own commit (every session
+commits the envelopes it finished, so no two runs share a commit). What makes their cells one matrix is that
+the same code ran them. The *cell code* is a hash of the files a cell's outcome depends on, the package's
+modules that build a case and run a check (`cases/`, `checks/`, `run/`, `select/`, the top-level modules)
+and the per-model data (`data/models/`, `data/versions.toml`); not the meta tests, the tools, the report,
+the gate's judging (a publication judges again against today's expectations), the expectations or the bench
+shapes. A commit that changes none of those files leaves the cell code as it was.
+
+Contracts:
+
+* `decides_cells(rel)` says whether the package file `rel` (a posix path below the package, the data
+  through ``data/``) is one of those files.
+* `of_package(package)` is the cell code of a package folder on disk (default: this one), 12 hex digits.
+* `at_commit(commit, repository)` is the cell code of a commit of the suite's repository, read from git
+  (the package's files under ``conformance/``, the data under ``fixtures/``); "" when git, the repository
+  or the commit is not there.
+* `of_envelope(envelope, repository)` is the cell code a run recorded (`suite.cell_code`), else that of
+  the clean commit it names (runs made before the field existed), else "" (a dirty tree's: unknown).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+from conformance import locations
+from conformance.report.provenance import git
+
+CODE_FOLDERS = ("cases", "checks", "run", "select")
+DATA_FILES = ("data/versions.toml",)
+DATA_FOLDERS = ("data/models",)
+
+
+def decides_cells(rel: str) -> bool:
+    parts = rel.split("/")
+    if "__pycache__" in parts or rel.endswith(".pyc"):
+        return False
+    if len(parts) == 1:
+        return rel.endswith(".py")
+    return parts[0] in CODE_FOLDERS or rel in DATA_FILES or any(rel.startswith(f + "/") for f in DATA_FOLDERS)
+
+
+def _digest(files: dict[str, bytes]) -> str:
+    sha = hashlib.sha256()
+    for rel in sorted(files):
+        sha.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
+    return sha.hexdigest()[:12]
+
+
+def of_package(package: Path | None = None) -> str:
+    package = Path(package or locations.PACKAGE)
+    files = {}
+    for folder, _, names in os.walk(package, followlinks=True):  # through a checkout's data link (to fixtures/)
+        for name in names:
+            path = Path(folder, name)
+            rel = path.relative_to(package).as_posix()
+            if decides_cells(rel):
+                files[rel] = path.read_bytes()
+    return _digest(files)
+
+
+def _package_rel(repo_path: str) -> str | None:
+    """A repository path as the package sees it: conformance/x -> x, fixtures/x -> data/x."""
+    for prefix, mapped in (("conformance/", ""), ("fixtures/", "data/")):
+        if repo_path.startswith(prefix):
+            return mapped + repo_path[len(prefix):]
+    return None
+
+
+def at_commit(commit: str, repository: Path | None = None) -> str:
+    repository = Path(repository or locations.REPOSITORY)
+    listing = git(["ls-tree", "-r", "-z", commit, "--", "conformance", "fixtures"], repository)
+    if not listing:
+        return ""
+    blobs = {}
+    for entry in listing.split("\0"):
+        meta, _, repo_path = entry.partition("\t")
+        fields = meta.split()
+        rel = _package_rel(repo_path)
+        if len(fields) == 3 and fields[1] == "blob" and fields[0] != "120000" and rel and decides_cells(rel):
+            blobs[rel] = fields[2]
+    try:
+        batch = subprocess.run(["git", "cat-file", "--batch"], cwd=repository, capture_output=True, timeout=60,
+                               input="".join(f"{sha}\n" for sha in blobs.values()).encode()).stdout
+    except Exception:
+        return ""
+    files, offset = {}, 0
+    for rel in blobs:  # `--batch` answers in the order asked: "<sha> blob <size>\n<content>\n"
+        header_end = batch.index(b"\n", offset)
+        size = int(batch[offset:header_end].split()[2])
+        files[rel] = batch[header_end + 1:header_end + 1 + size]
+        offset = header_end + 1 + size + 1
+    return _digest(files)
+
+
+def of_envelope(envelope: dict, repository: Path | None = None) -> str:
+    suite = envelope.get("suite") or {}
+    if suite.get("cell_code"):
+        return suite["cell_code"]
+    commit = str(suite.get("commit") or "")
+    if not commit or commit.endswith("-dirty"):
+        return ""
+    return at_commit(commit, repository)

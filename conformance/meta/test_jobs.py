@@ -11,6 +11,7 @@ again; a job whose envelope was deleted runs again, alone.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from conformance import locations
 from conformance.checks.common import registry
 from conformance.meta.fake_cases import conftest
 from conformance.meta.test_provenance import assert_no_machine_path
-from conformance.report import diff, render
+from conformance.report import cell_code, diff, render
 from conformance.run import shards
 from conformance.tools import cli, job_publish, job_run
 from conformance.tools import jobs as joblists
@@ -310,6 +311,52 @@ def test_files_another_command_left_under_a_job_s_name_are_cleared_not_merged(tm
     assert (result.status, result.cells) == ("done", 0) and not files.out.exists()
     assert "the files here were another command's: cleared" in files.log.read_text()
     assert files.done(job["command"]) and files.belongs_to(job["command"])
+
+
+def test_a_job_another_cell_code_finished_runs_again_and_says_so(tmp_path):
+    job = {"id": "gate-plain-1of1", "out": "jobs/gate/plain-1of1.json",
+           "command": ["python", "-m", "pytest", "test_matrix.py", "--models", "A*"]}
+    files = job_run.JobFiles(tmp_path / job["out"])
+    files.out.parent.mkdir(parents=True)
+    files.done_note.write_text(json.dumps({"command": job["command"], "cells": 0, "cell_code": "0123456789ab"}))
+    files.started.write_text(json.dumps({"command": job["command"], "cell_code": "0123456789ab"}))
+    assert files.done(job["command"]) and not files.done(job["command"], cell_code.of_package())
+    result = job_run.run_job(job, tmp_path, shutil.which("true"))
+    assert result.status == "done" and "made by cell code 0123456789ab" in result.message
+    assert "run again" in job_run.line(result, 1, 1)
+    assert files.done(job["command"], cell_code.of_package())
+    again = job_run.run_job(job, tmp_path, shutil.which("true"))  # now this suite's: finished, not run again
+    assert again.status == "skipped"
+
+
+def test_a_stopped_try_of_another_cell_code_is_cleared_not_continued(tmp_path):
+    job = {"id": "gate-plain-1of1", "out": "jobs/gate/plain-1of1.json",
+           "command": ["python", "-m", "pytest", "test_matrix.py"]}
+    files = job_run.JobFiles(tmp_path / job["out"])
+    files.out.parent.mkdir(parents=True)
+    files.started.write_text(json.dumps({"command": job["command"]}))  # before the field: unknown
+    files.out.write_text("{}")  # the envelope a Ctrl-C'd try wrote
+    result = job_run.run_job(job, tmp_path, shutil.which("true"))
+    assert result.status == "done" and result.resumed == 0 and not files.attempts()
+    assert "the stopped try here was made by other cell code" in files.log.read_text()
+
+
+def test_envelopes_of_another_cell_code_are_not_published(one_run, tmp_path):
+    root, joblist, _ = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    env = joblist["versions"][0]["env"]
+    assert job_publish.merge_version(joblist, env, copy)["suite"]["cell_code"] == cell_code.of_package()
+    files = job_run.JobFiles(copy / joblist["jobs"][0]["out"])
+    envelope = json.loads(files.out.read_text())
+    envelope["suite"] = {"version": "0.1.0", "commit": "abc1234-dirty"}  # a run of an edited tree, before the field
+    files.out.write_text(json.dumps(envelope))
+    note = json.loads(files.done_note.read_text())
+    files.done_note.write_text(json.dumps({k: v for k, v in note.items() if k != "cell_code"}))
+    with pytest.raises(joblists.JobsError, match=rf"1 job\(s\) of {env} were made by other cell code than this "
+                                                 rf"suite's {cell_code.of_package()}: {re.escape(joblist['jobs'][0]['id'])} "
+                                                 r"\(unknown\); `conformance jobs run` on the same list runs them"):
+        job_publish.merge_version(joblist, env, copy)
 
 
 def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):

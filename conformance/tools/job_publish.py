@@ -8,8 +8,11 @@ Contracts:
   columns), merged by `report.merge_envelopes`, plus the columns no job ran
   as not run with the job list's reasons (as a plain run records them).
   JobsError (one line: which jobs, the command that finishes them) when a
-  job has not finished, or when an envelope is of another transformers
-  version than its job's.
+  job has not finished, when an envelope is of another transformers
+  version than its job's, or when one was made by other cell code than
+  this suite's (`conformance.report.cell_code`: the published cells are
+  the output of one commit's checks, whichever commits ran them). The
+  merged envelope's `suite` is this suite's (its commit, that cell code).
 * `publish(joblist, root)` writes each version's merged envelope (the job
   list's `merged`) and publishes it as `conformance publish` does
   (`cli.published_files`: reports/ and the README for the gate's version,
@@ -24,6 +27,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import versions
+from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.report import io
 from conformance.tools.job_run import JobFiles
@@ -59,7 +63,8 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
         raise JobsError(f"{len(left)} job(s) of {env} have not finished ({', '.join(left[:5])}"
                         f"{', ...' if len(left) > 5 else ''}): run `conformance jobs run` on the same list "
                         "(it continues them), or fetch their envelopes")
-    envelopes, sources = [], []
+    envelopes, sources, other_code = [], [], {}
+    code = cell_code.of_package()
     for job in (j for j in joblist["jobs"] if j["env"] == env):
         path = root / job["out"]
         if not path.exists():  # finished with no cell (nothing selected): nothing to merge
@@ -70,11 +75,19 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
             raise JobsError(f"{job['out']}: made with transformers {envelope['environment'].get('transformers')}, "
                             f"its job {job['id']} is for {job['transformers']}; run it again with --rerun "
                             f"--only {job['id']} under that version's Python")
+        made_by = JobFiles(path).made_by()
+        if made_by != code:
+            other_code[job["id"]] = made_by or "unknown"
         envelopes.append(envelope)
         sources.append(job["out"])
+    if other_code:
+        named = ", ".join(f"{job} ({made_by})" for job, made_by in list(other_code.items())[:4])
+        raise JobsError(f"{len(other_code)} job(s) of {env} were made by other cell code than this suite's {code}: "
+                        f"{named}{', ...' if len(other_code) > 4 else ''}; `conformance jobs run` on the same list "
+                        "runs them again")
     if not envelopes:
         raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
-    merged = report.merge_envelopes(envelopes, sources)
+    merged = {**report.merge_envelopes(envelopes, sources), "suite": report.suite_version()}
     return _with_not_run(merged, listed.get("not_run", {}), listed.get("check_info", {}))
 
 

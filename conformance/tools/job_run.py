@@ -5,9 +5,12 @@ Contracts:
 * `run_job(job, root, python)` runs one entry's command in `root` (``python``
   replaced by `python`, the job list's `env` set) and returns a `JobResult`.
   A job whose envelope and done note (`JobFiles.done_note`) of the same
-  command are there is skipped (`rerun=True` clears them and runs it
-  again); files another command left under the job's name (another
-  ``--models``, another plan) are cleared, never merged. Otherwise what an
+  command and the same cell code (`conformance.report.cell_code`: this
+  suite's, the runner's package) are there is skipped (`rerun=True` clears
+  them and runs it again); files another command left under the job's name
+  (another ``--models``, another plan), or that other cell code made (an
+  earlier commit's checks), are cleared, never merged, and the result says
+  so. Otherwise what an
   earlier, stopped try left is kept as an attempt envelope beside the job's:
   the envelope a Ctrl-C'd run wrote (no done note), and the part files of a
   killed one (rebuilt by ``conformance merge --parts`` under the job's
@@ -40,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import versions
+from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.report import io
 from conformance.run.records import PartsDir
@@ -83,14 +87,30 @@ class JobFiles:
         taken = [int(p.stem.rsplit("-", 1)[1]) for p in self.attempts()]
         return self.out.with_name(f"{self.out.stem}.attempt-{max(taken, default=0) + 1}.json")
 
-    def done(self, command: list[str]) -> bool:
-        """Whether `command` finished here: its done note is there, and its envelope (unless it recorded none)."""
+    def done(self, command: list[str], code: str | None = None) -> bool:
+        """Whether `command` finished here: its done note is there, and its envelope (unless it recorded none);
+        with `code`, made by that cell code."""
         note = self._read(self.done_note)
-        return note.get("command") == command and (self.out.exists() or not note.get("cells"))
+        finished = note.get("command") == command and (self.out.exists() or not note.get("cells"))
+        return finished and (code is None or self.made_by(note) == code)
 
-    def belongs_to(self, command: list[str]) -> bool:
-        """Whether what lies here was left by `command` (or nothing does): else it is another job's, to clear."""
-        return self._read(self.started).get("command", command) == command
+    def made_by(self, note: dict | None = None) -> str:
+        """The cell code of the finished job: its done note's, else its envelope's ("" where unknown)."""
+        note = self._read(self.done_note) if note is None else note
+        if note.get("cell_code") or not self.out.exists():
+            return note.get("cell_code", "")
+        try:
+            return cell_code.of_envelope(report.load_envelope(self.out))
+        except report.EnvelopeError:
+            return ""
+
+    def belongs_to(self, command: list[str], code: str | None = None) -> bool:
+        """Whether what lies here was left by `command` (and, with `code`, that cell code) or nothing lies here:
+        else it is another job's, to clear."""
+        started = self._read(self.started)
+        if not started:
+            return True
+        return started.get("command") == command and (code is None or started.get("cell_code") == code)
 
     @staticmethod
     def _read(path: Path) -> dict:
@@ -176,17 +196,18 @@ def _last_error(log: Path) -> str:
 def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict | None = None) -> JobResult:
     """Run one entry of a job list, resuming what a stopped try of it left (see the module's contract)."""
     files = JobFiles(root / job["out"])
-    stale = not files.belongs_to(job["command"])  # left by another command under this name (other --models, ...)
+    code = cell_code.of_package()
+    stale = _stale(files, job["command"], code)
     if rerun or stale:
         files.clear()
-    elif files.done(job["command"]):
+    elif files.done(job["command"], code):
         return JobResult(job["id"], "skipped", cells=files._read(files.done_note).get("cells", 0))
     files.out.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     with open(files.log, "a") as log:
         if stale:
-            log.write("\n== the files here were another command's: cleared\n")
-        io.write_json_atomic(files.started, {"id": job["id"], "command": job["command"]})
+            log.write(f"\n== {stale}: cleared\n")
+        io.write_json_atomic(files.started, {"id": job["id"], "command": job["command"], "cell_code": code})
         _salvage(files, python, root, log)
         attempts = files.attempts()
         recorded = _recorded(attempts)
@@ -203,7 +224,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     if rc not in DONE_EXIT_CODES:
         return JobResult(job["id"], "stopped", resumed=len(recorded), seconds=seconds,
                          message=f"exit {rc}: {_last_error(files.log)} (log: {_below(files.log, root)}; the same "
-                                 "command continues it)")
+                                 "command continues it)" + (f"; {stale}, cleared" if stale else ""))
     parts = [p for p in [files.out, *attempts] if p.exists()]
     cells = 0
     if parts:
@@ -212,11 +233,26 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
         if parts != [files.out]:
             io.write_json_atomic(files.out, merged)
         cells = cells_of(merged)
-    io.write_json_atomic(files.done_note, {"id": job["id"], "command": job["command"], "exit": rc, "cells": cells,
-                                           "resumed": len(recorded), "attempts": len(attempts), "seconds": seconds})
+    io.write_json_atomic(files.done_note, {"id": job["id"], "command": job["command"], "cell_code": code, "exit": rc,
+                                           "cells": cells, "resumed": len(recorded), "attempts": len(attempts),
+                                           "seconds": seconds})
     for path in [*attempts, files.resume_args]:
         path.unlink(missing_ok=True)
-    return JobResult(job["id"], "done", cells=cells, resumed=len(recorded), seconds=seconds)
+    return JobResult(job["id"], "done", cells=cells, resumed=len(recorded), seconds=seconds,
+                     message=f"{stale}, run again" if stale else "")
+
+
+def _stale(files: JobFiles, command: list[str], code: str) -> str:
+    """Why the files under a job's name are not this job's to keep ("" when they are, or nothing is there)."""
+    if not files.belongs_to(command):
+        return "the files here were another command's"
+    if files.done(command):
+        made_by = files.made_by()
+        return "" if made_by == code else f"the files here were made by cell code {made_by or 'unknown'}, this " \
+                                           f"suite's is {code}"
+    if not files.belongs_to(command, code):
+        return f"the stopped try here was made by other cell code, this suite's is {code}"
+    return ""
 
 
 def run_jobs(jobs: list[dict], root: Path, pythons: dict[str, str], parallel: int = 1, rerun: bool = False,
@@ -244,5 +280,6 @@ def line(result: JobResult, number: int, count: int) -> str:
         return f"{head} done earlier ({result.cells} cells), not run again (--rerun runs it again)"
     kept = f", {result.resumed} kept from a stopped try" if result.resumed else ""
     if result.status == "done":
-        return f"{head} {result.cells} cells in {result.seconds:.0f} s{kept}"
+        return f"{head} {result.cells} cells in {result.seconds:.0f} s{kept}" + \
+            (f" ({result.message})" if result.message else "")
     return f"{head} stopped after {result.seconds:.0f} s{kept}: {result.message}"

@@ -359,6 +359,21 @@ def test_envelopes_of_another_cell_code_are_not_published(one_run, tmp_path):
         job_publish.merge_version(joblist, env, copy)
 
 
+def test_the_merge_judges_every_cell_against_today_s_expectations(one_run, tmp_path):
+    root, joblist, single = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    assert single["models"][RAISES]["cells"]["export_dynamic"]["verdict"] == "fail"  # listed nowhere when it ran
+    found = single["models"][RAISES]["cells"]["export_dynamic"]["fingerprint"]
+    (copy / "none.toml").write_text(  # listed since, with the failure's fingerprint
+        '[[cell]]\nmodel = "%s"\ncheck = "export_dynamic"\nverdict = "fail"\nreason = "the fake prompt axis"\n'
+        '[cell.fingerprint]\n%s' % (RAISES, "".join(f"{k} = {json.dumps(v)}\n" for k, v in found.items())))
+    merged = job_publish.merge_version(joblist, joblist["versions"][0]["env"], copy)
+    assert merged["models"][RAISES]["cells"]["export_dynamic"]["verdict"] == "xfail"
+    assert {k: v for k, v in verdicts(merged).items() if k != (RAISES, "export_dynamic")} == \
+        {k: v for k, v in verdicts(single).items() if k != (RAISES, "export_dynamic")}
+
+
 def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):
     root, joblist, _ = one_run
     missing = dict(joblist, jobs=joblist["jobs"] + [dict(joblist["jobs"][0], id="x-plain-9of9", out="nowhere.json")])

@@ -12,7 +12,10 @@ Contracts:
   version than its job's, or when one was made by other cell code than
   this suite's (`conformance.report.cell_code`: the published cells are
   the output of one commit's checks, whichever commits ran them). The
-  merged envelope's `suite` is this suite's (its commit, that cell code).
+  merged envelope's `suite` is this suite's (its commit, that cell code),
+  and every cell is judged again against today's expectations
+  (`gate.rejudge`: the file the jobs' ``--expectations`` names, else the
+  version's), whatever the file said when each job ran.
 * `publish(joblist, root)` writes each version's merged envelope (the job
   list's `merged`) and publishes it as `conformance publish` does
   (`cli.published_files`: reports/ and the README for the gate's version,
@@ -27,6 +30,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import versions
+from conformance.gate.rejudge import rejudge
 from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.report import io
@@ -88,7 +92,20 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
     if not envelopes:
         raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
     merged = {**report.merge_envelopes(envelopes, sources), "suite": report.suite_version()}
-    return _with_not_run(merged, listed.get("not_run", {}), listed.get("check_info", {}))
+    judged, _ = rejudge(merged, _expectations_named(joblist, env, root))
+    return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
+
+
+def _expectations_named(joblist: dict, env: str, root: Path) -> Path | None:
+    """The expectations file the version's jobs name (``--expectations PATH``, from `root`), else None."""
+    for job in (j for j in joblist["jobs"] if j["env"] == env):
+        command = job["command"]
+        for index, arg in enumerate(command):
+            if arg == "--expectations" and index + 1 < len(command):
+                return root / command[index + 1]
+            if arg.startswith("--expectations="):
+                return root / arg.split("=", 1)[1]
+    return None
 
 
 def publish(joblist: dict, root: Path) -> list[Path]:

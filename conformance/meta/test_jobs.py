@@ -24,6 +24,7 @@ from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
 from conformance.run import shards
 from conformance.tools import cli, job_publish, job_run
+from conformance.tools.jobs_cli import main as joblists_main
 from conformance.tools import jobs as joblists
 
 pytestmark = [pytest.mark.meta, pytest.mark.xdist_group("jobs")]  # one worker builds the shared runs once
@@ -372,6 +373,40 @@ def test_the_merge_judges_every_cell_against_today_s_expectations(one_run, tmp_p
     assert merged["models"][RAISES]["cells"]["export_dynamic"]["verdict"] == "xfail"
     assert {k: v for k, v in verdicts(merged).items() if k != (RAISES, "export_dynamic")} == \
         {k: v for k, v in verdicts(single).items() if k != (RAISES, "export_dynamic")}
+
+
+def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, capsys):
+    root, joblist, _ = one_run
+    envelope = (root / joblist["jobs"][0]["out"]).read_text()
+    command = ["python", "-m", "pytest", "test_matrix.py"]
+    jobs = [{"id": f"gate-plain-{n}of5", "env": "gate", "out": f"jobs/{n}.json", "command": command + [str(n)],
+             "wall_seconds": 10.0} for n in range(1, 6)]
+    this = cell_code.of_package()
+    notes = [(this, "done"), ("0123456789ab", "done"), (this, "started"), ("", "started"), None]
+    for job, note in zip(jobs, notes):
+        files = job_run.JobFiles(tmp_path / job["out"])
+        files.out.parent.mkdir(parents=True, exist_ok=True)
+        if note is None:
+            continue
+        code, what = note
+        if what == "done":
+            files.done_note.write_text(json.dumps({"command": job["command"], "cells": 0, "cell_code": code}))
+        else:  # a try stopped after writing its envelope (Ctrl-C)
+            files.started.write_text(json.dumps({"command": job["command"], **({"cell_code": code} if code else {})}))
+            files.out.write_text(envelope)
+    listed = tmp_path / "jobs.json"
+    listed.write_text(json.dumps({**joblist, "jobs": jobs}))
+    assert joblists_main(["status", "--from", str(listed), "--root", str(tmp_path)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    cells = sum(len(row["cells"]) for row in json.loads(envelope)["models"].values())
+    assert lines[:5] == [
+        "gate-plain-1of5: done, 0 cells",
+        "gate-plain-2of5: done by cell code 0123456789ab, not this suite's: runs again",
+        f"gate-plain-3of5: stopped, {cells} cells kept for the next run",
+        "gate-plain-4of5: not started (a stopped try of another command or cell code lies here: the next run clears it)",
+        "gate-plain-5of5: not started"]
+    assert lines[5].startswith(f"1 of 5 jobs done by this suite's cell code {this}; about 40 s of wall left")
+    assert not (tmp_path / "jobs" / "5.log").exists()  # nothing ran
 
 
 def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):

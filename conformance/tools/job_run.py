@@ -24,6 +24,10 @@ Contracts:
 * `run_jobs(jobs, root, pythons, parallel)` runs entries, `parallel` at once,
   in list order, and returns their results; Ctrl-C stops the running
   commands (each writes what it finished) and ends with KeyboardInterrupt.
+* `state(job, root, code)` says where a job stands without running it (for
+  `conformance jobs status`): finished by this cell code (`code`), finished
+  by another (runs again), stopped with the cells its attempts and part
+  files hold (kept by the next run), or not started.
 * `python_for(env, pythons, root)` is the interpreter of a version's jobs:
   `pythons[env]`, this one where the installed transformers is that version,
   else ``<root>/.venv-<env>/bin/python``; JobsError (one line, the fix) when
@@ -133,6 +137,32 @@ class JobResult:
     resumed: int = 0  # cells kept from earlier attempts, not run again
     seconds: float = 0.0
     message: str = ""
+
+
+@dataclass(frozen=True)
+class JobState:
+    id: str
+    status: str  # "done"; "other code" (done by other cell code: runs again); "stopped"; "stale try" (a stopped try of
+    # another command or cell code: the next run clears it); "not started"
+    cells: int = 0  # done: in its envelope; stopped: kept for the next run
+    made_by: str = ""
+
+
+def state(job: dict, root: Path, code: str) -> JobState:
+    files = JobFiles(root / job["out"])
+    if files.done(job["command"]):
+        made_by = files.made_by()
+        cells = files._read(files.done_note).get("cells", 0)
+        return JobState(job["id"], "done" if made_by == code else "other code", cells, made_by or "unknown")
+    if not files.started.exists():
+        return JobState(job["id"], "not started")
+    if not files.belongs_to(job["command"], code):
+        return JobState(job["id"], "stale try")
+    finished = {(r["model"], r["check"]) for r in io.read_records(files.parts.part_files())
+                if {"model", "check", "verdict"} <= set(r)}
+    kept = {(m, c) for path in files.attempts() + ([files.out] if files.out.exists() else [])
+            for m, row in report.load_envelope(path)["models"].items() for c in row["cells"]}
+    return JobState(job["id"], "stopped", len(finished | kept), code)
 
 
 def python_for(env: str, pythons: dict[str, str], root: Path) -> str:

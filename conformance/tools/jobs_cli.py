@@ -1,6 +1,7 @@
 """`conformance jobs`: the publishing run of a transformers version, on one machine or as a job list for many.
 
     conformance jobs list    [SELECTION] [-o JOBS.json] [--github] [-- PYTEST_ARGS]
+    conformance jobs status  [SELECTION | --from JOBS.json]
     conformance jobs run     [SELECTION | --from JOBS.json] [--only ID,...] [--parallel N] [--rerun] [--python ENV=PATH]
     conformance jobs publish [SELECTION | --from JOBS.json] [--parallel N] [--rerun] [--python ENV=PATH] [--no-run]
     conformance jobs gate    (--since REF --transformers-repo DIR | --changed-files PATH...) [--base auto|REF|none]
@@ -12,7 +13,10 @@ group), --extras installed|all|E,... (default: installed), --checks C,..., --mod
 
 Contract: `main(argv) -> int`. `list` prints the job list (`tools.jobs.plan`) as
 JSON (or writes it to -o and prints one line a job), `--github` prints the
-GitHub Actions matrix of it instead; `run` runs the jobs (`tools.job_run`:
+GitHub Actions matrix of it instead; `status` prints where each job stands
+(`job_run.state`: done by this suite's cell code, done by another and so
+run again, stopped with the cells kept, not started) and what is left, by
+the published seconds, without running anything; `run` runs the jobs (`tools.job_run`:
 each resumable, done ones skipped unless --rerun) and returns 1 when one
 stopped; `publish` is the one-machine command: it runs what is left of the
 list, then merges each version and publishes it (`tools.job_publish`), so
@@ -35,7 +39,7 @@ from pathlib import Path
 
 from conformance.tools import jobs as joblists
 
-COMMANDS = ("list", "run", "publish", "gate")
+COMMANDS = ("list", "status", "run", "publish", "gate")
 
 
 def _selection(parser) -> None:
@@ -76,6 +80,8 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     _selection(p)
     p.add_argument("-o", "--output", metavar="JOBS.json", help="write the list here; print one line a job")
     p.add_argument("--github", action="store_true", help="print the GitHub Actions matrix ({include: [...]})")
+    p = sub.add_parser("status", help="where each job stands (done, to run again, stopped, not started); runs nothing")
+    _selection(p)
     p = sub.add_parser("run", help="run the jobs (each resumable; finished ones are skipped)")
     _selection(p)
     _running(p)
@@ -188,6 +194,35 @@ def cmd_list(joblist: dict, args) -> int:
     return 0
 
 
+def cmd_status(joblist: dict, args) -> int:
+    from conformance.report import cell_code
+    from conformance.tools import job_run
+
+    code = cell_code.of_package()
+    left, done = 0.0, 0
+    for job in joblist["jobs"]:
+        state = job_run.state(job, Path(args.root), code)
+        if state.status == "done":
+            done += 1
+            said = f"done, {state.cells} cells"
+        elif state.status == "other code":
+            said = f"done by cell code {state.made_by}, not this suite's: runs again"
+        elif state.status == "stopped":
+            said = f"stopped, {state.cells} cells kept for the next run"
+        elif state.status == "stale try":
+            said = "not started (a stopped try of another command or cell code lies here: the next run clears it)"
+        else:
+            said = "not started"
+        if state.status != "done":
+            left += job.get("wall_seconds", 0.0)
+        print(f"{job['id']}: {said}")
+    print(f"{done} of {len(joblist['jobs'])} jobs done by this suite's cell code {code}; about {left:.0f} s of "
+          "wall left by the published seconds (a class with no published seconds for a column counts the median of the "
+          "others: a column never published is estimated low); `conformance jobs run` with the same selection runs "
+          "them")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     from conformance.tools import job_publish
     from conformance.tools.cli import CliError
@@ -202,6 +237,8 @@ def main(argv: list[str]) -> int:
         joblist = _joblist(args, pytest_args)
         if args.command == "list":
             return cmd_list(joblist, args)
+        if args.command == "status":
+            return cmd_status(joblist, args)
         if args.command == "run":
             return _run(joblist, args, args.only)
         if not args.no_run and _run(joblist, args):

@@ -11,7 +11,9 @@ lists the fingerprint it was measured with; the gate compares the two
   failure of the compile backend where dynamo alone traces fullgraph
   (`backend`: inductor's lowering, code generation or generated code), an
   exception of the model under the check, an export error, a harness error,
-  a crash of the process running the cell, a timeout, or a contract the check states in words (`contract`);
+  a fatal error in native code that code outside the suite called (`fatal_error`: ExecuTorch's runtime,
+  a torch kernel; `where` is the innermost Python frame), a crash of the process running the cell that the
+  suite cannot attribute (`crash`: no traceback, or the suite's own frame), a timeout, or a contract the check states in words (`contract`);
 * `where`: the place in code as ``module:qualname`` (`conformance.reasons.site`),
   no line numbers, so moving code does not change it;
 * `error`: the exception type that decided, when one did;
@@ -38,7 +40,8 @@ import re
 from dataclasses import dataclass, field, fields
 
 KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "specialisation", "numerical_mismatch",
-         "backend", "exception", "export_error", "call_order", "contract", "harness_error", "crash", "timeout")
+         "backend", "exception", "export_error", "call_order", "contract", "harness_error", "fatal_error",
+         "crash", "timeout")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
 SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")

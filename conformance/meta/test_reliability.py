@@ -19,7 +19,8 @@ import pytest
 
 from conformance.meta.fake_cases import TESTS, conftest
 from conformance.report import io
-from conformance.run import isolation
+from conformance import reasons
+from conformance.run import guard, isolation
 from conformance.run.records import PartsDir, find_record, peak_memory, plain_nodeid
 
 # --------------------------------------------------------------------------- Deadline
@@ -137,6 +138,33 @@ def test_crash_summary_is_one_line(tmp_path, text, expected):
     dump.write_text(text)
     summary = isolation.crash_summary(dump)
     assert expected in summary and "\n" not in summary
+
+
+@pytest.mark.parametrize("innermost, verdict, kind", [
+    ('  File "/site-packages/executorch/runtime/__init__.py", line 147 in execute\n', "fail", "fatal_error"),
+    (f'  File "{reasons.SUITE}/checks/common/served.py", line 9 in run\n', "error", "crash"),
+    ("", "error", "crash"),  # a fatal error with no Python frame: whose, the suite cannot say
+])
+def test_a_crash_is_the_failure_of_the_code_that_called_the_native_code(tmp_path, innermost, verdict, kind):
+    dump = tmp_path / "gw0.crash.txt"
+    dump.write_text("Fatal Python error: Floating point exception\n\nCurrent thread 0x1 (most recent call first):\n"
+                    + innermost + f'  File "{reasons.SUITE}/run/cell_life.py", line 3 in run_cell\n')
+    outcome = guard.crashed_outcome(dump)
+    assert (outcome.verdict, outcome.fingerprint.kind) == (verdict, kind)
+    assert outcome.reason.startswith("worker crashed: Fatal Python error: Floating point exception")
+    if kind == "fatal_error":
+        assert outcome.fingerprint.where == "executorch.runtime:execute"
+        assert outcome.fingerprint.what == "Floating point exception"
+
+
+def test_a_process_that_died_without_a_traceback_or_while_building_is_the_suite_s_gap(tmp_path):
+    outcome = guard.crashed_outcome(tmp_path / "none.txt")  # SIGKILL (out of memory), os._exit
+    assert (outcome.verdict, outcome.fingerprint.kind) == ("error", "crash")
+    dump = tmp_path / "gw0.crash.txt"
+    dump.write_text('Fatal Python error: Aborted\n\nCurrent thread 0x1 (most recent call first):\n'
+                    '  File "/site-packages/transformers/modeling_utils.py", line 1 in __init__\n')
+    assert guard.crashed_outcome(dump, building=True).verdict == "error"
+    assert guard.crashed_outcome(dump).verdict == "fail"
 
 
 def test_crash_summary_of_a_missing_dump_says_what_that_means(tmp_path):
@@ -292,8 +320,8 @@ def _wait_for(predicate, process: subprocess.Popen, seconds: float = 120) -> Non
 # Limits for the fake runs: the fake cells themselves take about a second on a busy 2-core machine.
 LIMIT, GRACE = "6", "2"
 EXPECTED_CRASH = '[[cell]]\nmodel = "AbortsForConditionalGeneration"\ncheck = "compile_prefill"\n' \
-                 'verdict = "error"\nreason = "known to crash"\n[cell.fingerprint]\nkind = "crash"\n' \
-                 'what = "Fatal Python error: Aborted (in conftest.py:#, behave)"\n'
+                 'verdict = "fail"\nreason = "known to crash"\n[cell.fingerprint]\nkind = "fatal_error"\n' \
+                 'where = "conftest:behave"\nwhat = "Aborted"\n'
 
 
 def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_project):
@@ -306,8 +334,8 @@ def test_with_xdist_every_cell_reports_despite_hangs_crashes_and_errors(fake_pro
     e, p, t = "error", "pass", "timeout"
     assert _verdicts(envelope) == {
         ("AbortsForConditionalGeneration", "build"): p,
-        ("AbortsForConditionalGeneration", "compile_prefill"): "xfail",  # crashed, and listed as known
-        ("BuildAbortsForConditionalGeneration", "build"): e,  # the worker crashed while building
+        ("AbortsForConditionalGeneration", "compile_prefill"): "xfail",  # crashed in "its" code, listed as known
+        ("BuildAbortsForConditionalGeneration", "build"): e,  # the worker crashed while building: the suite's gap
         ("BuildAbortsForConditionalGeneration", "compile_prefill"): e,  # not built again: no second crash
         ("BuildFailsForConditionalGeneration", "build"): e,
         ("BuildFailsForConditionalGeneration", "compile_prefill"): e,

@@ -11,9 +11,14 @@ Contracts (the hooks of `GuardHooks`):
   thread before the process ends (without xdist the run stops there, the
   envelope written);
 * under xdist, the controller records the cell a dead worker was running:
-  `timeout` when past its deadline, else `error` "worker crashed: ..." with
-  the faulthandler dump's first line (a build that ended the process fails
-  the class's later cells at once).
+  `timeout` when past its deadline, else "worker crashed: ..." with the
+  faulthandler dump's first line (`crashed_outcome`): `fail` with a
+  `fatal_error` fingerprint at the crashed thread's innermost Python frame
+  when that frame is outside the suite (native code the model, torch or a
+  backend called, e.g. ExecuTorch's runtime executing a program: theirs to
+  fix), else `error` with a `crash` fingerprint (no traceback, or the suite's
+  own call: the suite cannot say whose it was; a crash while building). A
+  build that ended the process fails the class's later cells at once.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance import reasons
 from conformance.checks.common.outcome import Outcome
 from conformance.fingerprints import Fingerprint, mask
 from conformance.run import isolation
@@ -125,9 +131,7 @@ class GuardHooks:
                 outcome = Outcome("timeout", f"ran past the cell time limit of {state.cell_timeout:g} s; "
                                   f"worker {worker} ended ({isolation.crash_summary(dump)})")
             else:
-                summary = isolation.crash_summary(dump)
-                outcome = Outcome("error", f"worker crashed: {summary}",
-                                  fingerprint=Fingerprint("crash", what=mask(summary)))
+                outcome = crashed_outcome(dump, building=bool(note.get("building")))
             if note.get("building"):
                 state.parts.add_build_failure(model, outcome.verdict, outcome.reason)
                 outcome.reason = f"building the tiny model and inputs: {outcome.reason}"
@@ -143,3 +147,16 @@ class GuardHooks:
             report.outcome = "skipped"
             report.wasxfail = record["reason"]
         return None
+
+
+def crashed_outcome(dump: Path, building: bool = False) -> Outcome:
+    """The outcome of a cell whose process died before its deadline, from the faulthandler dump (see the module's
+    contract): the failure of whoever called the native code that crashed, when that is not the suite. A crash
+    while building the tiny model stays the suite's gap (its later cells fail with the build's error)."""
+    summary = isolation.crash_summary(dump)
+    crashed = isolation.crash_frame(dump)
+    frame = crashed[1] if crashed else None
+    if frame is not None and not building and not reasons.in_suite(frame[0]):
+        return Outcome("fail", f"worker crashed: {summary}",
+                       fingerprint=Fingerprint("fatal_error", where=reasons.site(*frame), what=mask(crashed[0])))
+    return Outcome("error", f"worker crashed: {summary}", fingerprint=Fingerprint("crash", what=mask(summary)))

@@ -26,7 +26,9 @@ Contracts:
   whoever outlives a crashed process can say which cell it was and whether it
   was past its deadline.
 * `crash_summary(path)`: one line from a faulthandler dump ("Fatal Python
-  error: Aborted (in file.py:12, fn)") or, for an empty dump, what that means.
+  error: Aborted (in file.py:12, fn)") or, for an empty dump, what that means;
+  `crash_frame(path)` the fatal error's message and the crashed thread's
+  innermost Python frame (file, line, function), None without one.
 * `peak_rss_mib()`: this process's peak resident memory in MiB.
 """
 
@@ -180,23 +182,37 @@ _FATAL = re.compile(r"^Fatal Python error: (.+)$", re.M)
 _FRAME = re.compile(r'^\s+File "([^"]+)", line (\d+) in (\S+)', re.M)
 
 
-def crash_summary(path: Path) -> str:
-    """One line saying how a process died, from its faulthandler dump at `path`."""
+def _dump(path: Path) -> str:
     try:
-        text = Path(path).read_text(errors="replace")
+        return Path(path).read_text(errors="replace")
     except OSError:
-        text = ""
+        return ""
+
+
+def crash_frame(path: Path) -> tuple[str, tuple[str, int, str] | None] | None:
+    """(the fatal error's message, the crashed thread's innermost frame as (file, line, function) or None), from
+    the faulthandler dump at `path`; None when it holds no fatal error."""
+    text = _dump(path)
     fatal = _FATAL.search(text)
     if not fatal:
-        if "Timeout (" in text:
-            return "the cell hung without returning control to Python; the process was ended"
-        return ("the process ended without a Python traceback (killed by a signal such as SIGKILL, "
-                "e.g. out of memory, or it called os._exit)")
+        return None
     current = text[fatal.end():]
     marker = current.find("Current thread")
     frame = _FRAME.search(current, marker if marker >= 0 else 0)
-    where = f" (in {Path(frame.group(1)).name}:{frame.group(2)}, {frame.group(3)})" if frame else ""
-    return f"Fatal Python error: {fatal.group(1).strip()}{where}"
+    return fatal.group(1).strip(), ((frame.group(1), int(frame.group(2)), frame.group(3)) if frame else None)
+
+
+def crash_summary(path: Path) -> str:
+    """One line saying how a process died, from its faulthandler dump at `path`."""
+    crashed = crash_frame(path)
+    if crashed is None:
+        if "Timeout (" in _dump(path):
+            return "the cell hung without returning control to Python; the process was ended"
+        return ("the process ended without a Python traceback (killed by a signal such as SIGKILL, "
+                "e.g. out of memory, or it called os._exit)")
+    message, frame = crashed
+    where = f" (in {Path(frame[0]).name}:{frame[1]}, {frame[2]})" if frame else ""
+    return f"Fatal Python error: {message}{where}"
 
 
 def open_dump_file(path: Path) -> TextIO:

@@ -79,3 +79,16 @@ def test_the_matrix_says_whether_one_commit_s_checks_made_every_cell():
     assert "more than one commit's checks, or by unknown ones (aaa: 1 run(s), bbb: 1 run(s))" in \
         render.cell_code_line(runs("aaa", "bbb"))
     assert "unknown: 1 run(s)" in render.cell_code_line(runs("aaa", ""))
+
+
+def test_publishing_writes_in_the_cell_codes_a_reader_can_know(tmp_path):
+    root = _repository(tmp_path)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,
+                            text=True).stdout.strip()
+    code = cell_code.of_package(root / "conformance")
+    envelope = {"suite": {"commit": commit}, "environment": {"runs": [{"suite": commit}, {"suite": commit + "-dirty"},
+                                                                      {"suite": "x", "cell_code": "recorded"}]}}
+    filled = cell_code.filled(envelope, root)
+    assert filled["suite"]["cell_code"] == code
+    assert [run.get("cell_code") for run in filled["environment"]["runs"]] == [code, None, "recorded"]
+    assert "cell_code" not in envelope["suite"]  # the input is not changed

@@ -18,6 +18,9 @@ Contracts:
   or the commit is not there.
 * `of_envelope(envelope, repository)` is the cell code a run recorded (`suite.cell_code`), else that of
   the clean commit it names (runs made before the field existed), else "" (a dirty tree's: unknown).
+* `filled(envelope, repository)` is the envelope with the cell codes a reader can know written in: its
+  suite's (`of_envelope`) and each merged run's (``environment.runs``) from its clean commit where it
+  recorded none; what stays unknown stays absent (what `conformance publish` writes).
 """
 
 from __future__ import annotations
@@ -105,3 +108,18 @@ def of_envelope(envelope: dict, repository: Path | None = None) -> str:
     if not commit or commit.endswith("-dirty"):
         return ""
     return at_commit(commit, repository)
+
+
+def filled(envelope: dict, repository: Path | None = None) -> dict:
+    suite = dict(envelope.get("suite") or {})
+    if not suite.get("cell_code"):
+        code = of_envelope(envelope, repository)
+        if code:
+            suite["cell_code"] = code
+    env = dict(envelope.get("environment") or {})
+    if isinstance(env.get("runs"), list):
+        env["runs"] = [run if run.get("cell_code") else
+                       {**run, **({"cell_code": code} if (code := of_envelope({"suite": {"commit": run.get("suite")}},
+                                                                               repository)) else {})}
+                       for run in env["runs"]]
+    return {**envelope, "suite": suite, "environment": env}

@@ -379,8 +379,8 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
     root, joblist, _ = one_run
     envelope = (root / joblist["jobs"][0]["out"]).read_text()
     command = ["python", "-m", "pytest", "test_matrix.py"]
-    jobs = [{"id": f"gate-plain-{n}of5", "env": "gate", "out": f"jobs/{n}.json", "command": command + [str(n)],
-             "wall_seconds": 10.0} for n in range(1, 6)]
+    jobs = [{"id": f"gate-plain-{n}of5", "env": "gate", "group": "plain", "out": f"jobs/{n}.json",
+             "command": command + [str(n)], "wall_seconds": 10.0} for n in range(1, 6)]
     this = cell_code.of_package()
     notes = [(this, "done"), ("0123456789ab", "done"), (this, "started"), ("", "started"), None]
     for job, note in zip(jobs, notes):
@@ -390,7 +390,8 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
             continue
         code, what = note
         if what == "done":
-            files.done_note.write_text(json.dumps({"command": job["command"], "cells": 0, "cell_code": code}))
+            files.done_note.write_text(json.dumps({"command": job["command"], "cells": 0, "cell_code": code,
+                                                   "seconds": 30.0}))
         else:  # a try stopped after writing its envelope (Ctrl-C)
             files.started.write_text(json.dumps({"command": job["command"], **({"cell_code": code} if code else {})}))
             files.out.write_text(envelope)
@@ -402,10 +403,11 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
     assert lines[:5] == [
         "gate-plain-1of5: done, 0 cells",
         "gate-plain-2of5: done by cell code 0123456789ab, not this suite's: runs again",
-        f"gate-plain-3of5: stopped, {cells} cells kept for the next run",
+        f"gate-plain-3of5: running or stopped, {cells} cells recorded (a next run keeps them)",
         "gate-plain-4of5: not started (a stopped try of another command or cell code lies here: the next run clears it)",
         "gate-plain-5of5: not started"]
-    assert lines[5].startswith(f"1 of 5 jobs done by this suite's cell code {this}; about 40 s of wall left")
+    # four jobs left, each estimated by the group's measured 30 s rather than the published 10
+    assert lines[5].startswith(f"1 of 5 jobs done by this suite's cell code {this}; about 120 s of wall left")
     assert not (tmp_path / "jobs" / "5.log").exists()  # nothing ran
 
 

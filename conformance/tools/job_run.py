@@ -146,14 +146,16 @@ class JobState:
     # another command or cell code: the next run clears it); "not started"
     cells: int = 0  # done: in its envelope; stopped: kept for the next run
     made_by: str = ""
+    seconds: float = 0.0  # done (by any cell code): the wall its done note measured
 
 
 def state(job: dict, root: Path, code: str) -> JobState:
     files = JobFiles(root / job["out"])
     if files.done(job["command"]):
         made_by = files.made_by()
-        cells = files._read(files.done_note).get("cells", 0)
-        return JobState(job["id"], "done" if made_by == code else "other code", cells, made_by or "unknown")
+        note = files._read(files.done_note)
+        return JobState(job["id"], "done" if made_by == code else "other code", note.get("cells", 0),
+                        made_by or "unknown", float(note.get("seconds") or 0.0))
     if not files.started.exists():
         return JobState(job["id"], "not started")
     if not files.belongs_to(job["command"], code):

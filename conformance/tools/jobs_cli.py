@@ -15,8 +15,8 @@ Contract: `main(argv) -> int`. `list` prints the job list (`tools.jobs.plan`) as
 JSON (or writes it to -o and prints one line a job), `--github` prints the
 GitHub Actions matrix of it instead; `status` prints where each job stands
 (`job_run.state`: done by this suite's cell code, done by another and so
-run again, stopped with the cells kept, not started) and what is left, by
-the published seconds, without running anything; `run` runs the jobs (`tools.job_run`:
+run again, running or stopped with the cells kept, not started) and what is left, by
+the published seconds or the group's measured walls, without running anything; `run` runs the jobs (`tools.job_run`:
 each resumable, done ones skipped unless --rerun) and returns 1 when one
 stopped; `publish` is the one-machine command: it runs what is left of the
 list, then merges each version and publishes it (`tools.job_publish`), so
@@ -199,27 +199,32 @@ def cmd_status(joblist: dict, args) -> int:
     from conformance.tools import job_run
 
     code = cell_code.of_package()
+    states = [job_run.state(job, Path(args.root), code) for job in joblist["jobs"]]
+    measured: dict[str, list[float]] = {}
+    for job, state in zip(joblist["jobs"], states):
+        if state.seconds > 0:
+            measured.setdefault(job["group"], []).append(state.seconds)
     left, done = 0.0, 0
-    for job in joblist["jobs"]:
-        state = job_run.state(job, Path(args.root), code)
+    for job, state in zip(joblist["jobs"], states):
         if state.status == "done":
             done += 1
             said = f"done, {state.cells} cells"
         elif state.status == "other code":
             said = f"done by cell code {state.made_by}, not this suite's: runs again"
         elif state.status == "stopped":
-            said = f"stopped, {state.cells} cells kept for the next run"
+            said = f"running or stopped, {state.cells} cells recorded (a next run keeps them)"
         elif state.status == "stale try":
             said = "not started (a stopped try of another command or cell code lies here: the next run clears it)"
         else:
             said = "not started"
         if state.status != "done":
-            left += job.get("wall_seconds", 0.0)
+            walls = measured.get(job["group"], [])
+            left += max(job.get("wall_seconds", 0.0), sum(walls) / len(walls) if walls else 0.0)
         print(f"{job['id']}: {said}")
     print(f"{done} of {len(joblist['jobs'])} jobs done by this suite's cell code {code}; about {left:.0f} s of "
-          "wall left by the published seconds (a class with no published seconds for a column counts the median of the "
-          "others: a column never published is estimated low); `conformance jobs run` with the same selection runs "
-          "them")
+          "wall left (a job's published seconds, or the mean wall of its group's finished jobs where that is more: a "
+          "column never published counts the median of the others); `conformance jobs run` with the same selection "
+          "runs them")
     return 0
 
 

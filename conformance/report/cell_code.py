@@ -102,9 +102,11 @@ def at_commit(commit: str, repository: Path | None = None) -> str:
 
 def of_envelope(envelope: dict, repository: Path | None = None) -> str:
     suite = envelope.get("suite") or {}
-    if suite.get("cell_code"):
-        return suite["cell_code"]
-    commit = str(suite.get("commit") or "")
+    return suite.get("cell_code") or of_clean_commit(str(suite.get("commit") or ""), repository)
+
+
+def of_clean_commit(commit: str, repository: Path | None = None) -> str:
+    """`at_commit` of a commit a run named, "" for none or a dirty tree's (``<commit>-dirty``: unknown)."""
     if not commit or commit.endswith("-dirty"):
         return ""
     return at_commit(commit, repository)
@@ -118,8 +120,9 @@ def filled(envelope: dict, repository: Path | None = None) -> dict:
             suite["cell_code"] = code
     env = dict(envelope.get("environment") or {})
     if isinstance(env.get("runs"), list):
-        env["runs"] = [run if run.get("cell_code") else
-                       {**run, **({"cell_code": code} if (code := of_envelope({"suite": {"commit": run.get("suite")}},
-                                                                               repository)) else {})}
-                       for run in env["runs"]]
+        runs = []
+        for run in env["runs"]:
+            code = run.get("cell_code") or of_clean_commit(str(run.get("suite") or ""), repository)
+            runs.append({**run, "cell_code": code} if code else run)
+        env["runs"] = runs
     return {**envelope, "suite": suite, "environment": env}

@@ -395,6 +395,8 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
         else:  # a try stopped after writing its envelope (Ctrl-C)
             files.started.write_text(json.dumps({"command": job["command"], **({"cell_code": code} if code else {})}))
             files.out.write_text(envelope)
+    for stray in ("old-1of1.json", "old-1of1.done.json"):  # an earlier plan's job, committed in the same folder
+        (tmp_path / "jobs" / stray).write_text("{}")
     listed = tmp_path / "jobs.json"
     listed.write_text(json.dumps({**joblist, "jobs": jobs}))
     assert joblists_main(["status", "--from", str(listed), "--root", str(tmp_path)]) == 0
@@ -408,6 +410,9 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
         "gate-plain-5of5: not started"]
     # four jobs left, each estimated by the group's measured 30 s rather than the published 10
     assert lines[5].startswith(f"1 of 5 jobs done by this suite's cell code {this}; about 120 s of wall left")
+    assert lines[6] == ("2 file(s) beside these jobs belong to none of them (jobs/old-1of1.done.json, "
+                        "jobs/old-1of1.json): an earlier plan's; delete them (`git rm`) so that the folder holds this "
+                        "list's jobs only")
     assert not (tmp_path / "jobs" / "5.log").exists()  # nothing ran
 
 

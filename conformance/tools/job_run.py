@@ -28,6 +28,10 @@ Contracts:
   `conformance jobs status`): finished by this cell code (`code`), finished
   by another (runs again), stopped with the cells its attempts and part
   files hold (kept by the next run), or not started.
+* `leftovers(jobs, root)` are the committed-kind files (envelopes and done
+  notes) in the jobs' folders that belong to no job of the list: what an
+  earlier publication's other plan left there (for `conformance jobs
+  status`: a published folder holds one list's jobs).
 * `python_for(env, pythons, root)` is the interpreter of a version's jobs:
   `pythons[env]`, this one where the installed transformers is that version,
   else ``<root>/.venv-<env>/bin/python``; JobsError (one line, the fix) when
@@ -167,6 +171,19 @@ def state(job: dict, root: Path, code: str) -> JobState:
     return JobState(job["id"], "stopped", len(finished | kept), code)
 
 
+def leftovers(jobs: list[dict], root: Path) -> list[Path]:
+    """The envelopes and done notes in the folders of `jobs` that are no job's of them (see the module)."""
+    owned, folders = set(), set()
+    for job in jobs:
+        files = JobFiles(root / job["out"])
+        owned |= {files.out, files.done_note}
+        folders.add(files.out.parent)
+    found = [path for folder in sorted(folders) if folder.is_dir() for path in sorted(folder.glob("*.json"))
+             if path not in owned and not path.name.endswith((".started.json", ".resume.args"))
+             and ".attempt-" not in path.name]
+    return found
+
+
 def python_for(env: str, pythons: dict[str, str], root: Path) -> str:
     if env in pythons:
         return pythons[env]
@@ -208,7 +225,7 @@ def _recorded(attempts: list[Path]) -> list[str]:
                    for cell in row["cells"].values() if cell.get("nodeid")})
 
 
-def _below(path: Path, root: Path) -> str:
+def below(path: Path, root: Path) -> str:
     """`path` relative to `root` when below it (what the job's command names), else absolute."""
     try:
         return str(path.resolve().relative_to(Path(root).resolve()))
@@ -246,7 +263,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
         command = [python, *job["command"][1:]]
         if recorded:
             files.resume_args.write_text("".join(f"--deselect={nodeid}\n" for nodeid in recorded))
-            command.append(f"@{_below(files.resume_args, root)}")
+            command.append(f"@{below(files.resume_args, root)}")
         log.write(f"\n== {' '.join(job['command'])}" + (f" (continued: {len(recorded)} cells kept)" if recorded
                                                           else "") + "\n")
         log.flush()
@@ -255,7 +272,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     seconds = round(time.monotonic() - start, 1)
     if rc not in DONE_EXIT_CODES:
         return JobResult(job["id"], "stopped", resumed=len(recorded), seconds=seconds,
-                         message=f"exit {rc}: {_last_error(files.log)} (log: {_below(files.log, root)}; the same "
+                         message=f"exit {rc}: {_last_error(files.log)} (log: {below(files.log, root)}; the same "
                                  "command continues it)" + (f"; {stale}, cleared" if stale else ""))
     parts = [p for p in [files.out, *attempts] if p.exists()]
     cells = 0

@@ -225,6 +225,11 @@ def cmd_status(joblist: dict, args) -> int:
           "wall left (a job's published seconds, or the mean wall of its group's finished jobs where that is more: a "
           "column never published counts the median of the others); `conformance jobs run` with the same selection "
           "runs them")
+    strays = job_run.leftovers(joblist["jobs"], Path(args.root))
+    if strays:
+        names = ", ".join(job_run.below(path, Path(args.root)) for path in strays[:4])
+        print(f"{len(strays)} file(s) beside these jobs belong to none of them ({names}{', ...' if len(strays) > 4 else ''}):"
+              " an earlier plan's; delete them (`git rm`) so that the folder holds this list's jobs only")
     return 0
 
 

@@ -178,10 +178,8 @@ def leftovers(jobs: list[dict], root: Path) -> list[Path]:
         files = JobFiles(root / job["out"])
         owned |= {files.out, files.done_note}
         folders.add(files.out.parent)
-    found = [path for folder in sorted(folders) if folder.is_dir() for path in sorted(folder.glob("*.json"))
-             if path not in owned and not path.name.endswith((".started.json", ".resume.args"))
-             and ".attempt-" not in path.name]
-    return found
+    return [path for folder in sorted(folders) if folder.is_dir() for path in sorted(folder.glob("*.json"))
+            if path not in owned and not path.name.endswith(".started.json") and ".attempt-" not in path.name]
 
 
 def python_for(env: str, pythons: dict[str, str], root: Path) -> str:

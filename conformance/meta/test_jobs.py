@@ -231,11 +231,14 @@ def test_an_extra_s_job_installs_its_extra_with_the_pins_of_its_version(tmp_path
     (["jobs", "list", "--checks", "nope"], "--checks: unknown check id 'nope'"),
     (["jobs", "run", "--from", "missing.json"], "missing.json: no such file"),
     (["jobs", "publish", "--python", "gate"], "--python: 'gate' is not ENV=PATH"),
+    (["jobs", "publish", "--env", "tf999"], "--env: the job list has no version 'tf999'; it has gate"),
+    (["jobs", "run", "--budget", "60"], "--from: the job list holds its selection; --budget is for planning one"),
 ])
 def test_bad_input_is_one_line(capsys, monkeypatch, tmp_path, argv, needle):
     monkeypatch.chdir(tmp_path)
-    if "--python" in argv:  # planning comes first: give it a list to read
-        (tmp_path / "j.json").write_text(json.dumps({"schema": joblists.SCHEMA, "jobs": [], "versions": []}))
+    if argv[1] != "list" and "--from" not in argv:  # options of a job list: give it one
+        listed = {"schema": joblists.SCHEMA, "jobs": [], "versions": [{"env": "gate"}]}
+        (tmp_path / "j.json").write_text(json.dumps(listed))
         argv = argv + ["--from", "j.json"]
     assert cli.main(argv) == cli.USAGE_ERROR
     err = capsys.readouterr().err
@@ -414,6 +417,21 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
                         "jobs/old-1of1.json): an earlier plan's; delete them (`git rm`) so that the folder holds this "
                         "list's jobs only")
     assert not (tmp_path / "jobs" / "5.log").exists()  # nothing ran
+
+
+def test_env_picks_versions_of_a_job_list_so_one_publishes_while_another_runs():
+    def job(env, index, wall):
+        return {"id": f"{env}-plain-{index}of2", "env": env, "wall_seconds": wall}
+
+    joblist = {"schema": joblists.SCHEMA, "versions": [{"env": "gate", "merged": "j/gate.json"},
+                                                       {"env": "tf523", "merged": "j/tf523.json"}],
+               "jobs": [job("gate", 1, 50.0), job("tf523", 1, 30.0), job("gate", 2, 70.0), job("tf523", 2, 40.0)],
+               "wall_seconds": {"one_machine": 190.0, "runners": 70.0}}
+    part = joblists.of_versions(joblist, ["tf523"])
+    assert [v["env"] for v in part["versions"]] == ["tf523"]
+    assert [j["id"] for j in part["jobs"]] == ["tf523-plain-1of2", "tf523-plain-2of2"]
+    assert part["wall_seconds"] == {"one_machine": 70.0, "runners": 40.0}
+    assert joblists.of_versions(joblist, ["gate", "tf523"])["jobs"] == joblist["jobs"]
 
 
 def test_an_unfinished_job_list_is_not_published(one_run, tmp_path):

@@ -30,6 +30,10 @@ Contracts:
   entry by id.
 * `load(path)` reads a job list back, or raises `JobsError`; every error is
   one line for a person (`JobsError`).
+* `of_versions(joblist, envs)` is the list's part for those versions (their
+  jobs, in list order, and their merged envelopes), so that a publishing run
+  can publish one version while another's jobs still run; JobsError naming
+  the list's versions for an env it does not hold.
 """
 
 from __future__ import annotations
@@ -300,3 +304,15 @@ def load(path: Path) -> dict:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA or not isinstance(data.get("jobs"), list):
         raise JobsError(f"{path}: not a job list (schema {SCHEMA!r}); write one with `conformance jobs list`")
     return data
+
+
+def of_versions(joblist: dict, envs: list[str]) -> dict:
+    """The part of `joblist` that `envs` name (see the module's contract)."""
+    held = [v["env"] for v in joblist.get("versions", [])]
+    unknown = [env for env in envs if env not in held]
+    if unknown:
+        raise JobsError(f"--env: the job list has no version {unknown[0]!r}; it has {', '.join(held) or 'none'}")
+    jobs = [job for job in joblist["jobs"] if job["env"] in envs]
+    walls = [job.get("wall_seconds", 0.0) for job in jobs]
+    return {**joblist, "versions": [v for v in joblist["versions"] if v["env"] in envs], "jobs": jobs,
+            "wall_seconds": {"one_machine": round(sum(walls), 1), "runners": max(walls, default=0.0)}}

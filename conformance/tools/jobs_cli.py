@@ -1,15 +1,19 @@
 """`conformance jobs`: the publishing run of a transformers version, on one machine or as a job list for many.
 
     conformance jobs list    [SELECTION] [-o JOBS.json] [--github] [-- PYTEST_ARGS]
-    conformance jobs status  [SELECTION | --from JOBS.json]
-    conformance jobs run     [SELECTION | --from JOBS.json] [--only ID,...] [--parallel N] [--rerun] [--python ENV=PATH]
-    conformance jobs publish [SELECTION | --from JOBS.json] [--parallel N] [--rerun] [--python ENV=PATH] [--no-run]
+    conformance jobs status  [SELECTION | --from JOBS.json [--env ENV,...]]
+    conformance jobs run     [SELECTION | --from JOBS.json [--env ENV,...]] [--only ID,...] [--parallel N] [--rerun]
+                             [--python ENV=PATH]
+    conformance jobs publish [SELECTION | --from JOBS.json [--env ENV,...]] [--parallel N] [--rerun]
+                             [--python ENV=PATH] [--no-run]
     conformance jobs gate    (--since REF --transformers-repo DIR | --changed-files PATH...) [--base auto|REF|none]
                              [-o OUT.json] [--groups ...] [--extras ...] [--workers W] [-- PYTEST_ARGS]
 
 SELECTION: --env ENV[,ENV|all] (default: the installed transformers' env), --groups G,... (default: every column
 group), --extras installed|all|E,... (default: installed), --checks C,..., --models GLOBS, --budget SECONDS,
 --shards N|GROUP=N,..., --workers W, --out-dir DIR, --root DIR; arguments after `--` go to every job's pytest.
+With --from, the list holds the selection: --env picks some of its versions (`jobs.of_versions`: publish one
+version while another's jobs still run), any other planning option is refused in one line.
 
 Contract: `main(argv) -> int`. `list` prints the job list (`tools.jobs.plan`) as
 JSON (or writes it to -o and prints one line a job), `--github` prints the
@@ -46,7 +50,7 @@ def _selection(parser) -> None:
     parser.add_argument("--from", dest="joblist", metavar="JOBS.json", help="a job list (`jobs list -o`) instead "
                         "of planning one from the options below")
     parser.add_argument("--env", default="", help="tox env(s) of the transformers version(s), comma-separated, or "
-                        "all (default: the installed transformers' env)")
+                        "all (default: the installed transformers' env; with --from: every version of the list)")
     parser.add_argument("--groups", default="", help="column groups, comma-separated (default: all: plain, each "
                         "backend, each opt-in group, each extra)")
     parser.add_argument("--extras", default="installed", help="extras' groups: installed (default), all, or a "
@@ -136,12 +140,26 @@ def _request(args, pytest_args: list[str]) -> joblists.Request:
                             out_dir=args.out_dir.rstrip("/"), pytest_args=tuple(pytest_args))
 
 
+def _planning_given(args) -> list[tuple[str, bool]]:
+    """Each planning option (not --env or --root, which also apply to a job list) and whether it was given."""
+    return [("--groups", bool(args.groups)), ("--extras", args.extras != "installed"), ("--checks", bool(args.checks)),
+            ("--models", bool(args.models)), ("--budget", args.budget != joblists.DEFAULT_BUDGET),
+            ("--shards", bool(args.shards)), ("--workers", args.workers != 2),
+            ("--out-dir", args.out_dir != joblists.OUT_DIR)]
+
+
 def _joblist(args, pytest_args: list[str]) -> dict:
     if args.joblist:
         if pytest_args:
             raise joblists.JobsError("--from: the job list holds its commands; pytest arguments after -- are for "
                                      "planning one")
-        return joblists.load(Path(args.joblist))
+        planning = [flag for flag, given in _planning_given(args) if given]
+        if planning:
+            raise joblists.JobsError(f"--from: the job list holds its selection; {planning[0]} is for planning one "
+                                     "(drop it; --env picks versions of the list)")
+        joblist = joblists.load(Path(args.joblist))
+        envs = [e.strip() for e in args.env.split(",") if e.strip()]
+        return joblists.of_versions(joblist, envs) if envs and envs != ["all"] else joblist
     return joblists.plan(_request(args, pytest_args), Path(args.root))
 
 

@@ -363,6 +363,17 @@ def test_envelopes_of_another_cell_code_are_not_published(one_run, tmp_path):
         job_publish.merge_version(joblist, env, copy)
 
 
+def test_a_job_that_ran_other_classes_than_its_entry_lists_is_not_published(one_run):
+    root, joblist, _ = one_run
+    job = joblist["jobs"][0]
+    ran = sorted(json.loads((root / job["out"]).read_text())["models"])
+    dealt_again = dict(joblist, jobs=[dict(job, classes=ran[1:] + ["ElsewhereForConditionalGeneration"]),
+                                      *joblist["jobs"][1:]])
+    with pytest.raises(joblists.JobsError, match=rf"job {re.escape(job['id'])} ran 1 class\(es\) its entry does not "
+                                                 r"list and left out 1 it lists .*--rerun --only"):
+        job_publish.merge_version(dealt_again, job["env"], root)
+
+
 def test_the_merge_judges_every_cell_against_today_s_expectations(one_run, tmp_path):
     root, joblist, single = one_run
     copy = tmp_path / "copy"

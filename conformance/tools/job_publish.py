@@ -9,7 +9,9 @@ Contracts:
   as not run with the job list's reasons (as a plain run records them).
   JobsError (one line: which jobs, the command that finishes them) when a
   job has not finished, when an envelope is of another transformers
-  version than its job's, or when one was made by other cell code than
+  version than its job's, when a job ran other classes than its entry
+  lists (a ``--shard`` deals classes by the published seconds of the day
+  it runs: publish the gate's version after its list's last job), or when one was made by other cell code than
   this suite's (`conformance.report.cell_code`: the published cells are
   the output of one commit's checks, whichever commits ran them). The
   merged envelope's `suite` is this suite's (its commit, that cell code),
@@ -79,6 +81,7 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
             raise JobsError(f"{job['out']}: made with transformers {envelope['environment'].get('transformers')}, "
                             f"its job {job['id']} is for {job['transformers']}; run it again with --rerun "
                             f"--only {job['id']} under that version's Python")
+        _took_its_classes(job, envelope)
         made_by = JobFiles(path).made_by()
         if made_by != code:
             other_code[job["id"]] = made_by or "unknown"
@@ -94,6 +97,20 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
     merged = {**report.merge_envelopes(envelopes, sources), "suite": report.suite_version()}
     judged, _ = rejudge(merged, _expectations_named(joblist, env, root))
     return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
+
+
+def _took_its_classes(job: dict, envelope: dict) -> None:
+    """JobsError unless the job's run took the classes its entry lists: a ``--shard i/N`` run deals the classes by
+    the published seconds it reads when it runs, so a matrix republished between the plan and a run deals them
+    differently, and two shards of one group would overlap or leave classes out."""
+    planned, ran = set(job.get("classes", [])), set(envelope["models"])
+    if not planned or ran == planned:
+        return
+    odd = sorted(ran ^ planned)
+    raise JobsError(f"{job['out']}: job {job['id']} ran {len(ran - planned)} class(es) its entry does not list and "
+                    f"left out {len(planned - ran)} it lists ({', '.join(odd[:3])}{', ...' if len(odd) > 3 else ''}): "
+                    "the published seconds its --shard reads changed after the list was planned; plan the list "
+                    "again, or run the job again with --rerun --only " + job["id"] + " before the matrix changes")
 
 
 def _expectations_named(joblist: dict, env: str, root: Path) -> Path | None:

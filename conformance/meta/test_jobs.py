@@ -424,6 +424,8 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
         "gate-plain-5of5: not started"]
     # four jobs left, each estimated by the group's measured 30 s rather than the published 10
     assert lines[5].startswith(f"1 of 5 jobs done by this suite's cell code {this}; about 120 s of wall left")
+    # the done job took 30 s of its planned 10: the four left, 40 s planned, take about 120 s at that pace
+    assert lines[5].endswith("; the finished job took 3.00 of the walls planned for them, so about 120 s at that pace")
     assert lines[6] == ("2 file(s) beside these jobs belong to none of them (jobs/old-1of1.done.json, "
                         "jobs/old-1of1.json): an earlier plan's; delete them (`git rm`) so that the folder holds this "
                         "list's jobs only")

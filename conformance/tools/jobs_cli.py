@@ -212,6 +212,19 @@ def cmd_list(joblist: dict, args) -> int:
     return 0
 
 
+def _pace(jobs: list[dict], states: list, planned_left: float) -> str:
+    """What is left at the pace of the finished jobs (their measured walls over their planned ones): a machine's
+    speed varies from day to day, and the published seconds were measured on another day."""
+    pairs = [(state.seconds, job.get("wall_seconds", 0.0)) for job, state in zip(jobs, states)
+             if state.status == "done" and state.seconds > 0 and job.get("wall_seconds", 0.0) > 0]
+    if not pairs or not planned_left:
+        return ""
+    ratio = sum(m for m, _ in pairs) / sum(p for _, p in pairs)
+    finished = f"{len(pairs)} finished jobs" if len(pairs) > 1 else "finished job"
+    return (f"; the {finished} took {ratio:.2f} of the walls planned for them, so about {planned_left * ratio:.0f} s "
+            "at that pace")
+
+
 def cmd_status(joblist: dict, args) -> int:
     from conformance.report import cell_code
     from conformance.tools import job_run
@@ -222,7 +235,7 @@ def cmd_status(joblist: dict, args) -> int:
     for job, state in zip(joblist["jobs"], states):
         if state.seconds > 0:
             measured.setdefault(job["group"], []).append(state.seconds)
-    left, done = 0.0, 0
+    left, done, planned_left = 0.0, 0, 0.0
     for job, state in zip(joblist["jobs"], states):
         if state.status == "done":
             done += 1
@@ -238,11 +251,12 @@ def cmd_status(joblist: dict, args) -> int:
         if state.status != "done":
             walls = measured.get(job["group"], [])
             left += max(job.get("wall_seconds", 0.0), sum(walls) / len(walls) if walls else 0.0)
+            planned_left += job.get("wall_seconds", 0.0)
         print(f"{job['id']}: {said}")
     print(f"{done} of {len(joblist['jobs'])} jobs done by this suite's cell code {code}; about {left:.0f} s of "
           "wall left (a job's published seconds, or the mean wall of its group's finished jobs where that is more: a "
           "column never published counts the median of the others); `conformance jobs run` with the same selection "
-          "runs them")
+          f"runs them{_pace(joblist['jobs'], states, planned_left)}")
     strays = job_run.leftovers(joblist["jobs"], Path(args.root))
     if strays:
         names = ", ".join(job_run.below(path, Path(args.root)) for path in strays[:4])

@@ -46,22 +46,28 @@ from conformance.tools import jobs as joblists
 COMMANDS = ("list", "status", "run", "publish", "gate")
 
 
+# The planning options' defaults: `_selection` declares them, `_planning_given` tells a given option from them.
+PLANNING_DEFAULTS = {"groups": "", "extras": "installed", "checks": "", "models": "", "budget": joblists.DEFAULT_BUDGET,
+                     "shards": "", "workers": 2, "out_dir": joblists.OUT_DIR}
+
+
 def _selection(parser) -> None:
     parser.add_argument("--from", dest="joblist", metavar="JOBS.json", help="a job list (`jobs list -o`) instead "
                         "of planning one from the options below")
     parser.add_argument("--env", default="", help="tox env(s) of the transformers version(s), comma-separated, or "
                         "all (default: the installed transformers' env; with --from: every version of the list)")
-    parser.add_argument("--groups", default="", help="column groups, comma-separated (default: all: plain, each "
+    parser.add_argument("--groups", default=PLANNING_DEFAULTS["groups"], help="column groups, comma-separated (default: all: plain, each "
                         "backend, each opt-in group, each extra)")
-    parser.add_argument("--extras", default="installed", help="extras' groups: installed (default), all, or a "
+    parser.add_argument("--extras", default=PLANNING_DEFAULTS["extras"], help="extras' groups: installed (default), all, or a "
                         "comma-separated list (a CI runner installs its group's extra)")
-    parser.add_argument("--checks", default="", help="keep only these check ids in every group")
-    parser.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
-    parser.add_argument("--budget", type=float, default=joblists.DEFAULT_BUDGET,
+    parser.add_argument("--checks", default=PLANNING_DEFAULTS["checks"], help="keep only these check ids in every group")
+    parser.add_argument("--models", default=PLANNING_DEFAULTS["models"], help="comma-separated class names or globs (default: all)")
+    parser.add_argument("--budget", type=float, default=PLANNING_DEFAULTS["budget"],
                         help=f"seconds a job may take (default {joblists.DEFAULT_BUDGET:g}), by the published seconds")
-    parser.add_argument("--shards", default="", help="N, or GROUP=N,...: shards instead of the budget's")
-    parser.add_argument("--workers", type=int, default=2, help="xdist workers per job (default 2; 1: no xdist)")
-    parser.add_argument("--out-dir", default=joblists.OUT_DIR, help=f"the jobs' envelopes (default {joblists.OUT_DIR})")
+    parser.add_argument("--shards", default=PLANNING_DEFAULTS["shards"], help="N, or GROUP=N,...: shards instead of the budget's")
+    parser.add_argument("--workers", type=int, default=PLANNING_DEFAULTS["workers"],
+                        help="xdist workers per job (default 2; 1: no xdist)")
+    parser.add_argument("--out-dir", default=PLANNING_DEFAULTS["out_dir"], help=f"the jobs' envelopes (default {joblists.OUT_DIR})")
     parser.add_argument("--root", default=".", help="the repository root: where jobs run and paths start (default .)")
 
 
@@ -130,7 +136,7 @@ def _request(args, pytest_args: list[str]) -> joblists.Request:
 
     if not args.budget > 0 or args.workers < 1:
         raise joblists.JobsError("--budget must be a positive number of seconds and --workers at least 1")
-    envs = [e.strip() for e in args.env.split(",") if e.strip()]
+    envs = _envs(args)
     if envs == ["all"]:
         envs = [v.env for v in versions.supported()]
     return joblists.Request(envs=tuple(envs or [joblists.installed_env()]),
@@ -140,12 +146,14 @@ def _request(args, pytest_args: list[str]) -> joblists.Request:
                             out_dir=args.out_dir.rstrip("/"), pytest_args=tuple(pytest_args))
 
 
-def _planning_given(args) -> list[tuple[str, bool]]:
-    """Each planning option (not --env or --root, which also apply to a job list) and whether it was given."""
-    return [("--groups", bool(args.groups)), ("--extras", args.extras != "installed"), ("--checks", bool(args.checks)),
-            ("--models", bool(args.models)), ("--budget", args.budget != joblists.DEFAULT_BUDGET),
-            ("--shards", bool(args.shards)), ("--workers", args.workers != 2),
-            ("--out-dir", args.out_dir != joblists.OUT_DIR)]
+def _planning_given(args) -> list[str]:
+    """The planning options given (not --env or --root, which also apply to a job list)."""
+    return ["--" + dest.replace("_", "-") for dest, default in PLANNING_DEFAULTS.items() if getattr(args, dest) != default]
+
+
+def _envs(args) -> list[str]:
+    """The envs --env names, as given (`all` included: the caller says what it means)."""
+    return [e.strip() for e in args.env.split(",") if e.strip()]
 
 
 def _joblist(args, pytest_args: list[str]) -> dict:
@@ -153,12 +161,12 @@ def _joblist(args, pytest_args: list[str]) -> dict:
         if pytest_args:
             raise joblists.JobsError("--from: the job list holds its commands; pytest arguments after -- are for "
                                      "planning one")
-        planning = [flag for flag, given in _planning_given(args) if given]
+        planning = _planning_given(args)
         if planning:
             raise joblists.JobsError(f"--from: the job list holds its selection; {planning[0]} is for planning one "
                                      "(drop it; --env picks versions of the list)")
         joblist = joblists.load(Path(args.joblist))
-        envs = [e.strip() for e in args.env.split(",") if e.strip()]
+        envs = _envs(args)
         return joblists.of_versions(joblist, envs) if envs and envs != ["all"] else joblist
     return joblists.plan(_request(args, pytest_args), Path(args.root))
 

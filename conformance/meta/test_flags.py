@@ -128,7 +128,7 @@ def test_known_failures_count_by_what_the_check_said():
     rows["HarnessForConditionalGeneration"]["cells"]["compile_prefill"].update(verdict="xfail", expected="error")
     advice = by_model(flag_advice.advise([make_run(rows)], ["run.json"]))
     assert advice["AlphaForConditionalGeneration"].value is False
-    assert advice["HarnessForConditionalGeneration"].action == "ambiguous"  # a disagreement of the matrix, left alone
+    assert advice["HarnessForConditionalGeneration"].action == "unobserved"  # a listed gap observed nothing
     assert "could not observe" in advice["HarnessForConditionalGeneration"].why
 
 

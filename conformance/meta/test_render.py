@@ -170,6 +170,23 @@ def test_a_listed_build_error_has_its_own_symbol_not_the_known_failure_one():
     assert render.KNOWN_ERROR[0] not in render.SYMBOLS.values()
 
 
+def test_a_listed_harness_gap_is_neither_a_known_failure_nor_a_flag_disagreement():
+    """The suite's own listed error is 🚧 in its own list, and observes no flag (the class declares the flag
+    and its other observing check passed: nothing disagrees)."""
+    envelope = make_envelope()
+    gap = {**cell("xfail", "harness error: the suite's own code raised: RuntimeError: x (at conformance/c.py:1)"),
+           "expected": "error", "observed": "error", "fingerprint": {"kind": "harness_error", "where": "c:f"}}
+    envelope["models"][ALPHA]["cells"]["compile_prefill"] = gap
+    envelope["models"][ALPHA]["cells"]["compile_decode"] = cell("pass")
+    markdown = render.render_markdown(envelope)
+    failures = _section(markdown, "Failures")
+    known = failures[failures.index("### Known failures"):failures.index("### Known harness gaps")]
+    gaps = failures[failures.index("### Known harness gaps"):]
+    assert ALPHA not in known and f"- {render.KNOWN_ERROR[0]} {ALPHA} / `compile_prefill`: `harness error" in gaps
+    overclaimed, _ = render.disagreements(envelope)
+    assert ALPHA not in [r[0] for r in overclaimed]
+
+
 def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
     from conformance.run.records import make_record
 

@@ -7,9 +7,8 @@ Contracts:
   raw verdict was a pass), ``broken`` (it does not work: a known failure,
   xfail, or a new one, fail, error or timeout; an xpass that still failed,
   with fewer breaks than listed), ``nocheck`` (the suite could not check it:
-  an xfail whose fingerprint kind is ``harness_error``, the suite's own gap
-  listed in the expectations; in a run file older than fingerprints, an xfail
-  listed as ``error``), ``na`` (skip: does not apply) or ``notrun`` (no cell).
+  `summary.is_gap`: an xfail whose check said ``error``, the suite's own gap
+  listed in the expectations), ``na`` (skip: does not apply) or ``notrun`` (no cell).
   The mark (`MARKS`) is the gate's state: ``listed`` (a known failure),
   ``new`` (not listed: the gate fails), ``improved`` (an xpass: the
   expectation is stale), ``gap`` (a known harness gap), or "" (nothing to
@@ -32,7 +31,7 @@ Pure functions of the recorded cells and rows; torch-free.
 from __future__ import annotations
 
 from conformance import columns
-from conformance.report import render
+from conformance.report import render, summary
 from conformance.verdicts import passed
 
 ANSWERS = {
@@ -49,7 +48,6 @@ MARKS = {
                       "update the expectation"),
     "gap": ("", render.KNOWN_ERROR[1]),
 }
-HARNESS = "harness_error"  # the fingerprint kind of the suite's own error (conformance.fingerprints.KINDS)
 NEW_VERDICTS = ("fail", "error", "timeout")
 PRETRAINED = "PreTrainedModel"
 
@@ -66,19 +64,10 @@ def answer(cell: dict | None) -> tuple[str, str]:
     if verdict == "xpass":
         return ("works" if passed(cell) else "broken"), "improved"
     if verdict == "xfail":
-        return ("nocheck", "gap") if is_harness_gap(cell) else ("broken", "listed")
+        return ("nocheck", "gap") if summary.is_gap(cell) else ("broken", "listed")
     if verdict in NEW_VERDICTS:
         return "broken", "new"
     return "notrun", ""
-
-
-def is_harness_gap(cell: dict) -> bool:
-    """Whether a known failure is the suite's own error: fingerprint kind harness_error (older run files without
-    fingerprints: listed as error)."""
-    fingerprint = cell.get("fingerprint")
-    if fingerprint:
-        return fingerprint.get("kind") == HARNESS
-    return cell.get("expected") == "error"
 
 
 def symbol(cell: dict | None) -> str:

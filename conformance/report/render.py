@@ -130,7 +130,7 @@ def _verdict(cell: dict | None) -> str:
 def _symbol(cell: dict | None) -> str:
     if cell is None:
         return NOT_RUN[0]
-    if cell.get("verdict") == "xfail" and cell.get("expected") == "error":
+    if summary.is_gap(cell):
         return KNOWN_ERROR[0]
     return SYMBOLS.get(_verdict(cell), "")
 
@@ -234,7 +234,7 @@ class Disagreement(NamedTuple):
     model: str
     flag: str
     declared: object
-    observed: dict[str, str]  # observing check -> its verdict
+    observed: dict[str, str]  # observing check -> its verdict ("gap" for a listed harness gap, `summary.is_gap`)
     first_failure: tuple[str, str] | None
 
 
@@ -243,7 +243,8 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
 
     The observing cells are `observing_cells` (inductor's decide the compile
     flag where the class has them). A true flag disagrees when any observing check fails (fail, xfail,
-    timeout, or an xpass that failed with fewer breaks than listed). A false flag disagrees ("could be flipped") when every
+    timeout, or an xpass that failed with fewer breaks than listed; a listed harness gap, `summary.is_gap`,
+    observed nothing and never disagrees). A false flag disagrees ("could be flipped") when every
     observing check that ran and applies passed, at least one of them.
     """
     overclaimed, underclaimed = [], []
@@ -255,10 +256,10 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
             cells = observing_cells(envelope, row, flag, checks)
             if not cells:
                 continue
-            observed = {c: cell["verdict"] for c, cell in cells.items()}
+            observed = {c: "gap" if summary.is_gap(cell) else cell["verdict"] for c, cell in cells.items()}
             if declared[flag]:
-                failing = [(c, cell.get("reason", "")) for c, cell in cells.items()
-                           if cell["verdict"] in DID_NOT_HOLD or (cell["verdict"] == "xpass" and not passed(cell))]
+                failing = [(c, cell.get("reason", "")) for c, cell in cells.items() if not summary.is_gap(cell)
+                           and (cell["verdict"] in DID_NOT_HOLD or (cell["verdict"] == "xpass" and not passed(cell)))]
                 if failing:
                     overclaimed.append(Disagreement(name, flag, declared[flag], observed, failing[0]))
             elif any(passed(c) for c in cells.values()) and all(passed(c) or c["verdict"] == "skip"
@@ -270,7 +271,7 @@ def flag_disagreements(envelope: dict) -> tuple[list[Disagreement], list[Disagre
 def disagreements(envelope: dict) -> tuple[list[list[str]], list[list[str]]]:
     """`flag_disagreements` as Markdown table rows: class, flag, observations (and the first failure)."""
     def observed(d: Disagreement) -> str:
-        return ", ".join(f"`{c}` {SYMBOLS[v]} {v}" for c, v in d.observed.items())
+        return ", ".join(f"`{c}` {KNOWN_ERROR[0] if v == 'gap' else SYMBOLS[v]} {v}" for c, v in d.observed.items())
 
     overclaimed, underclaimed = flag_disagreements(envelope)
     return ([[d.model, f"`{d.flag} = {d.declared}`", observed(d), code(": ".join(d.first_failure), table=True)]
@@ -309,7 +310,13 @@ FAILURE_GROUPS = (
     (("xpass",), "Stale expectations (passing, or failing less than listed)"),
     (("error",), "Harness errors (the suite could not set the cell up)"),
     (("xfail",), "Known failures (listed in fixtures/expectations)"),
+    (("gap",), "Known harness gaps (listed in fixtures/expectations; the suite's own, not a finding about the model)"),
 )
+
+
+def _failure_group(cell: dict) -> str:
+    """The `FAILURE_GROUPS` key of a cell: its verdict, "gap" for a listed harness gap (`summary.is_gap`)."""
+    return "gap" if summary.is_gap(cell) else cell["verdict"]
 
 
 def failures_section(envelope: dict) -> list[str]:
@@ -322,14 +329,15 @@ def failures_section(envelope: dict) -> list[str]:
         for name, row in sorted(envelope["models"].items()):
             by_reason: dict[tuple[str, str], list[str]] = {}
             for check_id, cell in sorted(row["cells"].items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])):
-                if cell["verdict"] in verdicts:
+                if _failure_group(cell) in verdicts:
                     reason = cell.get("reason", "")
                     if cell.get("gate"):  # a listed cell that is not xfail: why, then what was observed
                         reason = f"{cell['gate']} | observed: {reason}"
-                    by_reason.setdefault((cell["verdict"], reason), []).append(check_id)
+                    by_reason.setdefault((_failure_group(cell), reason), []).append(check_id)
             for (verdict, reason), ids in by_reason.items():
                 where = ", ".join(f"`{c}`" for c in ids)
-                found.append(f"- {SYMBOLS[verdict]} {name} / {where}: {code(reason) or '(no reason recorded)'}")
+                mark = KNOWN_ERROR[0] if verdict == "gap" else SYMBOLS[verdict]
+                found.append(f"- {mark} {name} / {where}: {code(reason) or '(no reason recorded)'}")
         lines += [f"### {title} ({len(found)})", ""] + (found or ["None."]) + [""]
     return lines + near_edge_section(envelope)
 

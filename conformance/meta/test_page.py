@@ -265,6 +265,7 @@ def rich_envelope() -> dict:
     (listed("xfail", "graph break", {"kind": "graph_break"}), ("broken", "listed")),
     (listed("xfail", "could not build", GAP, "error"), ("nocheck", "gap")),  # the suite's own, listed
     (listed("xfail", "the model's own forward fails", {"kind": "exception"}, "error"), ("broken", "listed")),
+    (listed("xfail", "worker crashed: no traceback", {"kind": "crash"}, "error"), ("nocheck", "gap")),  # killed
     ({**cell("xfail", "could not build"), "expected": "error"}, ("nocheck", "gap")),  # older: no fingerprint
     ({**cell("xpass"), "observed": "pass"}, ("works", "improved")),
     ({**cell("xpass", "2 graph breaks"), "observed": "fail"}, ("broken", "improved")),  # fewer breaks: still fails

@@ -113,10 +113,12 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="reports/latest/pr.json", metavar="OUT.json",
                    help="the gate's envelope (default reports/latest/pr.json)")
     p.add_argument("--groups", default="", help="column groups, comma-separated (default: all)")
-    p.add_argument("--extras", default="installed", help="extras' groups: installed (default) or E,...")
-    p.add_argument("--budget", type=float, default=3600.0, help="seconds a job may take (default 3600)")
-    p.add_argument("--workers", type=int, default=2, help="xdist workers per job (default 2)")
-    p.add_argument("--out-dir", default="reports/latest/gate-jobs", help="the jobs' files")
+    from conformance.tools.job_gate import GateRequest as gate  # the gate's defaults have one home, the request
+    p.add_argument("--extras", default=gate.extras, help=f"extras' groups: {gate.extras} (default) or E,...")
+    p.add_argument("--budget", type=float, default=gate.budget,
+                   help=f"seconds a job may take (default {gate.budget:.0f})")
+    p.add_argument("--workers", type=int, default=gate.workers, help=f"xdist workers per job (default {gate.workers})")
+    p.add_argument("--out-dir", default=gate.out_dir, help=f"the jobs' files (default {gate.out_dir})")
     p.add_argument("--root", default=".", help="the repository root (default .)")
     return parser
 

@@ -245,6 +245,30 @@ def test_bad_input_is_one_line(capsys, monkeypatch, tmp_path, argv, needle):
     assert err.startswith("conformance: error: ") and err.count("\n") == 1 and needle in err, err
 
 
+def test_a_job_whose_shard_would_now_take_other_classes_is_named_and_not_run(capsys, monkeypatch, tmp_path):
+    """A publication between planning a list and running it changes the seconds a ``--shard`` deals by: `jobs
+    status` names such jobs and `jobs run` refuses them in one line, before any runs (`jobs publish` would refuse
+    their runs)."""
+    seconds = {f"M{i:02}ForConditionalGeneration": float(10 + i) for i in range(20)}
+    monkeypatch.setattr(shards, "published_estimates", lambda checks=None, backend="eager": seconds)
+    request = joblists.Request(envs=(joblists.installed_env(),), groups=("plain",), budget=150.0)
+    joblist = joblists.plan(request, tmp_path, names_of=lambda version: sorted(seconds))
+    published = {"seconds": seconds}
+    monkeypatch.setattr(shards, "estimates", lambda envelope, checks=None, backend="eager": published["seconds"])
+    assert len(joblist["jobs"]) > 1 and joblists.redealt(joblist, tmp_path / "none.json") == []
+    published["seconds"] = {name: 100.0 - value for name, value in seconds.items()}  # another publication's
+    moved = joblists.redealt(joblist, tmp_path / "none.json")
+    assert moved and set(moved) <= {job["id"] for job in joblist["jobs"]}
+    (tmp_path / "j.json").write_text(json.dumps(joblist))
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["jobs", "status", "--from", "j.json"]) == 0
+    assert f"{len(moved)} job(s) not done ({moved[0]}" in capsys.readouterr().out
+    assert cli.main(["jobs", "run", "--from", "j.json"]) == cli.USAGE_ERROR
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{len(moved)} job(s) to run ({moved[0]}" in err and "plan the list again" in err
+    assert not (tmp_path / "reports").exists()  # nothing ran
+
+
 # --------------------------------------------------------------------------- the runs
 
 

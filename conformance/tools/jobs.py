@@ -34,6 +34,10 @@ Contracts:
   jobs, in list order, and their merged envelopes), so that a publishing run
   can publish one version while another's jobs still run; JobsError naming
   the list's versions for an env it does not hold.
+* `redealt(joblist, published)` is the ids of the sharded jobs whose
+  ``--shard`` would deal other classes than their entries list by the
+  published seconds of today (a publication since the list was planned):
+  `jobs run` refuses to run them, `jobs status` names them.
 """
 
 from __future__ import annotations
@@ -316,3 +320,28 @@ def of_versions(joblist: dict, envs: list[str]) -> dict:
     walls = [job.get("wall_seconds", 0.0) for job in jobs]
     return {**joblist, "versions": [v for v in joblist["versions"] if v["env"] in envs], "jobs": jobs,
             "wall_seconds": {"one_machine": round(sum(walls), 1), "runners": max(walls, default=0.0)}}
+
+
+def redealt(joblist: dict, published: Path | None = None) -> list[str]:
+    """The ids of the list's sharded jobs whose ``--shard i/N`` would now take other classes than their entries list.
+
+    A shard deals its group's classes by the published seconds (`run.shards.PUBLISHED`, or `published`: the file a
+    job running under another root reads); a publication between planning the list and running a job changes them,
+    and `jobs publish` then refuses that job's run. The group's classes are the union of its shards' entries."""
+    matrix = Path(published or shards.PUBLISHED)
+    envelope = report.load_envelope(matrix) if matrix.exists() else {"models": {}}
+    sharded = [job for job in joblist["jobs"] if job.get("classes") and not job.get("shard", "1/1").endswith("/1")]
+    def key(job: dict) -> tuple:
+        return job["env"], job["group"], tuple(job["checks"]), job["shard"].split("/")[1]
+    universe: dict[tuple, set[str]] = {}
+    for job in sharded:
+        universe.setdefault(key(job), set()).update(job["classes"])
+    seconds: dict[tuple, dict[str, float]] = {}
+    found = []
+    for job in sharded:
+        by = (tuple(job["checks"]), job["backend"])
+        if by not in seconds:
+            seconds[by] = shards.estimates(envelope, list(job["checks"]), job["backend"])
+        if shards.share_of(sorted(universe[key(job)]), job["shard"], seconds[by]) != job["classes"]:
+            found.append(job["id"])
+    return found

@@ -41,6 +41,7 @@ import json
 import sys
 from pathlib import Path
 
+from conformance import locations
 from conformance.tools import jobs as joblists
 
 COMMANDS = ("list", "status", "run", "publish", "gate")
@@ -193,6 +194,7 @@ def _run(joblist: dict, args, only: str = "") -> int:
         if unknown:
             raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
         chosen = [job for job in chosen if job["id"] in ids]
+    _refuse_redealt(joblist, chosen, args)
     results = job_run.run_jobs(chosen, Path(args.root), _pythons(args.python), args.parallel, args.rerun,
                                joblist.get("env"))
     stopped = [r.id for r in results if r.status == "stopped"]
@@ -201,6 +203,32 @@ def _run(joblist: dict, args, only: str = "") -> int:
               "them, keeping every cell they finished", file=sys.stderr)
         return 1
     return 0
+
+
+def _published(root: str) -> Path:
+    """The published matrix whose seconds a job's ``--shard`` deals by: the one under the root the jobs run in."""
+    return Path(root) / locations.PUBLISHED_MATRIX.relative_to(locations.REPOSITORY)
+
+
+def _redealt_to_run(joblist: dict, jobs: list[dict], args) -> list[str]:
+    """The ids of `jobs` that a run would run (not done by this cell code, or --rerun) and whose ``--shard`` would
+    now take other classes than the list planned (`joblists.redealt`)."""
+    from conformance.report import cell_code
+    from conformance.tools import job_run
+
+    moved = set(joblists.redealt(joblist, _published(args.root)))
+    code = cell_code.of_package()
+    return [job["id"] for job in jobs if job["id"] in moved
+            and (getattr(args, "rerun", False) or job_run.state(job, Path(args.root), code).status != "done")]
+
+
+def _refuse_redealt(joblist: dict, jobs: list[dict], args) -> None:
+    moved = _redealt_to_run(joblist, jobs, args)
+    if moved:
+        raise joblists.JobsError(
+            f"{len(moved)} job(s) to run ({moved[0]}{', ...' if len(moved) > 1 else ''}) would take other classes "
+            f"than the list holds: {_published(args.root)} changed since the list was planned, and `jobs publish` "
+            "would refuse their runs; plan the list again (`conformance jobs list ... -o LIST`) and run it")
 
 
 def cmd_list(joblist: dict, args) -> int:
@@ -267,6 +295,11 @@ def cmd_status(joblist: dict, args) -> int:
           "wall left (a job's published seconds, or the mean wall of its group's finished jobs where that is more: a "
           "column never published counts the median of the others); `conformance jobs run` with the same selection "
           f"runs them{_pace(joblist['jobs'], states, planned_left)}")
+    moved = _redealt_to_run(joblist, joblist["jobs"], args)
+    if moved:
+        print(f"{len(moved)} job(s) not done ({', '.join(moved[:2])}{', ...' if len(moved) > 2 else ''}) would take "
+              f"other classes than the list holds: {_published(args.root)} changed since the list was planned; plan "
+              "the list again before running them (`jobs run` refuses them)")
     strays = job_run.leftovers(joblist["jobs"], Path(args.root))
     if strays:
         names = ", ".join(job_run.below(path, Path(args.root)) for path in strays[:4])

@@ -27,7 +27,9 @@ Contracts:
 * `state(job, root, code)` says where a job stands without running it (for
   `conformance jobs status`): finished by this cell code (`code`), finished
   by another (runs again), stopped with the cells its attempts and part
-  files hold (kept by the next run), or not started.
+  files hold (kept by the next run), a stale try (cleared by the next run),
+  or not started. `standing(files, command, code)` is that judgement's one
+  home, which `run_job` asks too, with why it clears what it clears.
 * `leftovers(jobs, root)` are the committed-kind files (envelopes and done
   notes) in the jobs' folders that belong to no job of the list: what an
   earlier publication's other plan left there (for `conformance jobs
@@ -153,17 +155,34 @@ class JobState:
     seconds: float = 0.0  # done (by any cell code): the wall its done note measured
 
 
+def standing(files: JobFiles, command: list[str], code: str) -> tuple[str, str]:
+    """(status, why) of what lies under a job's name, the one home of that judgement (`JobState.status`; `why`
+    says why the next run clears it, "" when it keeps it): another command's files are a stale try; a finished
+    job is done, or other code when another cell code made it; a stopped try of another cell code is a stale
+    try; nothing there is not started."""
+    if not files.belongs_to(command):
+        return "stale try", "the files here were another command's"
+    if files.done(command):
+        made_by = files.made_by()
+        if made_by == code:
+            return "done", ""
+        return "other code", f"the files here were made by cell code {made_by or 'unknown'}, this suite's is {code}"
+    if not files.started.exists():
+        return "not started", ""
+    if not files.belongs_to(command, code):
+        return "stale try", f"the stopped try here was made by other cell code, this suite's is {code}"
+    return "stopped", ""
+
+
 def state(job: dict, root: Path, code: str) -> JobState:
     files = JobFiles(root / job["out"])
-    if files.done(job["command"]):
-        made_by = files.made_by()
+    status, _ = standing(files, job["command"], code)
+    if status in ("done", "other code"):
         note = files._read(files.done_note)
-        return JobState(job["id"], "done" if made_by == code else "other code", note.get("cells", 0),
-                        made_by or "unknown", float(note.get("seconds") or 0.0))
-    if not files.started.exists():
-        return JobState(job["id"], "not started")
-    if not files.belongs_to(job["command"], code):
-        return JobState(job["id"], "stale try")
+        return JobState(job["id"], status, note.get("cells", 0), files.made_by(note) or "unknown",
+                        float(note.get("seconds") or 0.0))
+    if status != "stopped":
+        return JobState(job["id"], status)
     finished = {(r["model"], r["check"]) for r in io.read_records(files.parts.part_files())
                 if {"model", "check", "verdict"} <= set(r)}
     kept = {(m, c) for path in files.attempts() + ([files.out] if files.out.exists() else [])
@@ -244,7 +263,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     """Run one entry of a job list, resuming what a stopped try of it left (see the module's contract)."""
     files = JobFiles(root / job["out"])
     code = cell_code.of_package()
-    stale = _stale(files, job["command"], code)
+    stale = standing(files, job["command"], code)[1]
     if rerun or stale:
         files.clear()
     elif files.done(job["command"], code):
@@ -287,19 +306,6 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
         path.unlink(missing_ok=True)
     return JobResult(job["id"], "done", cells=cells, resumed=len(recorded), seconds=seconds,
                      message=f"{stale}, run again" if stale else "")
-
-
-def _stale(files: JobFiles, command: list[str], code: str) -> str:
-    """Why the files under a job's name are not this job's to keep ("" when they are, or nothing is there)."""
-    if not files.belongs_to(command):
-        return "the files here were another command's"
-    if files.done(command):
-        made_by = files.made_by()
-        return "" if made_by == code else f"the files here were made by cell code {made_by or 'unknown'}, this " \
-                                           f"suite's is {code}"
-    if not files.belongs_to(command, code):
-        return f"the stopped try here was made by other cell code, this suite's is {code}"
-    return ""
 
 
 def run_jobs(jobs: list[dict], root: Path, pythons: dict[str, str], parallel: int = 1, rerun: bool = False,

@@ -47,6 +47,7 @@ from conformance.gate.expectations import (
     run_conditions,
 )
 from conformance.report.envelope import EnvelopeError, load_envelope
+from conformance.report.provenance import portable_texts
 from conformance.gate.rewrite import recorded, same
 from conformance.report.io import write_text_atomic
 from conformance.verdicts import FAILING, raw
@@ -75,7 +76,7 @@ def _file_conditions(run: dict) -> dict:
 def update_expectations(run_path: Path | str, path: Path | str | None = None) -> Path:
     """Rewrite an expectations file from the run at `run_path` (see the module); returns the file written."""
     try:
-        envelope = load_envelope(run_path)
+        envelope = portable_texts(load_envelope(run_path))  # reasons copied into the file name no machine folder
     except EnvelopeError as exc:
         raise ExpectationsError(str(exc)) from None
     env = envelope["environment"]

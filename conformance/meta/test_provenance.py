@@ -166,3 +166,25 @@ def test_a_run_file_without_a_command_is_named_by_its_file_name():
     envelope = {"environment": {"backend": "eager"}, "created": "2026-12-01T00:00:00Z", "suite": {"commit": "abc"}}
     assert report.runs_of(envelope, "/somewhere/on/this/machine/inductor.json") == [
         {"command": "inductor.json", "created": "2026-12-01T00:00:00Z", "suite": "abc", "cell_code": ""}]
+
+
+def test_published_files_name_no_folder_of_the_machine_even_in_a_quoted_traceback(tmp_path):
+    """An exception's message can quote a traceback's file (torch's "Original traceback: File ..."): what
+    `conformance publish` writes names it from the package on."""
+    import shutil
+
+    from conformance.meta.test_report import make_envelope
+    from conformance.tools import cli
+
+    envelope = make_envelope()
+    model = sorted(envelope["models"])[0]
+    cell = envelope["models"][model]["cells"]["compile_prefill"]
+    cell["reason"] = (f'RuntimeError: x. Original traceback: File "{tmp_path}/checkout/conformance/checks/c.py", '
+                      f'line 3, and "{tmp_path}/venv/lib/python3.11/site-packages/torch/_ops.py" (at _ops.py:1)')
+    shutil.copy(locations.REPOSITORY / "README.md", tmp_path / "README.md")
+    files = cli.published_files(envelope, tmp_path)
+    assert [path for path, text in files.items() if str(tmp_path) in text] == []
+    published = json.loads(files[tmp_path / cli.PUBLISHED_ENVELOPE])["models"][model]["cells"]["compile_prefill"]
+    assert 'File "conformance/checks/c.py", line 3, and "torch/_ops.py"' in published["reason"]
+    assert provenance.portable_texts({"a": ["https://pytorch.org/x", "conformance/a.py", 3]}) == \
+        {"a": ["https://pytorch.org/x", "conformance/a.py", 3]}

@@ -12,15 +12,25 @@ Contracts:
 * `run_command(args, cwd)` is a run's command as ``pytest ARGS`` (pytest's
   invocation args) with every path `portable`, also in ``--option=PATH``
   and ``@ARGS_FILE`` forms.
+* `portable_texts(value)` is a recorded value (an envelope, a cell) with every
+  string's paths into the suite's checkout (``.../conformance/...``), an
+  installed package or a transformers checkout written from the package on
+  (`conformance.reasons.package_paths`): an exception's message can quote a
+  traceback's file, and a published file names no folder of the machine
+  that made it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 from conformance import locations
+from conformance.reasons import package_paths
+
+SUITE_PREFIX = re.compile(r"(?<![\w.])/[^\s\"'()]*/(?=conformance/)")  # a machine's folder before the suite's package
 
 
 def git(args: list[str], cwd: Path) -> str:
@@ -88,3 +98,14 @@ def run_command(args, cwd) -> str:
             prefix = head + "="
         shown.append(prefix + portable(value, cwd))
     return shlex.join(["pytest", *shown])
+
+
+def portable_texts(value):
+    """`value` with every string's machine paths written from the package on (see the module's contract)."""
+    if isinstance(value, str):
+        return package_paths(SUITE_PREFIX.sub("", value)) if "/" in value else value
+    if isinstance(value, dict):
+        return {key: portable_texts(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [portable_texts(item) for item in value]
+    return value

@@ -104,10 +104,11 @@ def version_folder(envelope: dict) -> Path | None:
 def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README; for
     another supported version than the gate's, the first three in that version's folder (`version_folder`).
-    The envelope is written with the cell codes its clean commits name (`cell_code.filled`)."""
-    from conformance.report import cell_code
+    The envelope is written with the cell codes its clean commits name (`cell_code.filled`), its texts naming no
+    folder of the machine that ran it (`provenance.portable_texts`: a message can quote a traceback's file)."""
+    from conformance.report import cell_code, provenance
 
-    envelope = cell_code.filled(envelope, root if (root / ".git").exists() else None)
+    envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
     folder = version_folder(envelope)
     if folder is not None:
         return {

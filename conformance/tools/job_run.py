@@ -19,7 +19,8 @@ Contracts:
   ``@`` argument file). Once the command ends with its cells run (exit
   0, 1 or 5: pytest's passed, failed, nothing collected), the attempts and
   the new envelope are merged into the job's envelope (they are disjoint),
-  and the done note is written. Any other end leaves everything for the
+  and the done note is written; the envelope's texts name no folder of
+  this machine (`provenance.portable_texts`). Any other end leaves everything for the
   next try and says so in one line (with the log's last error).
 * `run_jobs(jobs, root, pythons, parallel)` runs entries, `parallel` at once,
   in list order, and returns their results; Ctrl-C stops the running
@@ -55,7 +56,7 @@ from pathlib import Path
 from conformance import versions
 from conformance.report import cell_code
 from conformance.report import envelope as report
-from conformance.report import io
+from conformance.report import io, provenance
 from conformance.run.records import PartsDir
 from conformance.tools.jobs import RUN_ENV, JobsError
 
@@ -296,8 +297,9 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     if parts:
         envelopes = [report.load_envelope(p) for p in parts]
         merged = envelopes[0] if len(parts) == 1 else report.merge_envelopes(envelopes, [p.name for p in parts])
-        if parts != [files.out]:
-            io.write_json_atomic(files.out, merged)
+        portable = provenance.portable_texts(merged)  # a message can quote a traceback's file of this machine
+        if parts != [files.out] or portable != merged:
+            io.write_json_atomic(files.out, portable)
         cells = cells_of(merged)
     io.write_json_atomic(files.done_note, {"id": job["id"], "command": job["command"], "cell_code": code, "exit": rc,
                                            "cells": cells, "resumed": len(recorded), "attempts": len(attempts),

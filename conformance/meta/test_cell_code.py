@@ -59,6 +59,21 @@ def test_the_cell_code_on_disk_is_the_commit_s_and_moves_only_with_a_file_that_d
     assert cell_code.of_package(package) != first
 
 
+def test_the_classes_ci_gates_are_no_part_of_the_cell_code(tmp_path):
+    """versions.toml's [ci] table chooses which classes CI runs, no cell's outcome: editing it (and the file's
+    comments) leaves the cell code; its other tables (a version, a renamed config key) move it."""
+    root = _repository(tmp_path)
+    package = root / "conformance"
+    versions = package / "data" / "versions.toml"
+    versions.write_text('[[version]]\ntransformers = "5.24.0"\n\n[ci]\nmodels = ["A"]\ngate = ["A"]\n')
+    first = cell_code.of_package(package)
+    versions.write_text('# CI gates one more class\n[[version]]\ntransformers = "5.24.0"\n\n[ci]\n'
+                        'models = ["A"]\ngate = ["A", "B"]\n')
+    assert cell_code.of_package(package) == first
+    versions.write_text('[[version]]\ntransformers = "5.23.0"\n\n[ci]\nmodels = ["A"]\ngate = ["A"]\n')
+    assert cell_code.of_package(package) != first
+
+
 def test_a_run_s_cell_code_is_recorded_or_that_of_its_clean_commit(tmp_path):
     root = _repository(tmp_path)
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True,

@@ -4,7 +4,8 @@ A publication merges runs made over several sessions and machines, each at its o
 commits the envelopes it finished, so no two runs share a commit). What makes their cells one matrix is that
 the same code ran them. The *cell code* is a hash of the files a cell's outcome depends on, the package's
 modules that build a case and run a check (`cases/`, `checks/`, `run/`, `select/`, the top-level modules)
-and the per-model data (`data/models/`, `data/versions.toml`); not the meta tests, the tools, the report,
+and the per-model data (`data/models/`, `data/versions.toml` but its ``[ci]`` table, which chooses the classes CI
+gates: `decisive`); not the meta tests, the tools, the report,
 the gate's judging (a publication judges again against today's expectations), the expectations or the bench
 shapes. A commit that changes none of those files leaves the cell code as it was.
 
@@ -26,8 +27,10 @@ Contracts:
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
+import tomllib
 from pathlib import Path
 
 from conformance import locations
@@ -47,10 +50,26 @@ def decides_cells(rel: str) -> bool:
     return parts[0] in CODE_FOLDERS or rel in DATA_FILES or any(rel.startswith(f + "/") for f in DATA_FOLDERS)
 
 
+UNDECIDING_TABLES = {"data/versions.toml": ("ci",)}  # tables of a deciding file that choose what CI runs, not a cell
+
+
+def decisive(rel: str, content: bytes) -> bytes:
+    """What of a deciding file decides cells: the file, but for `UNDECIDING_TABLES` (the TOML's other tables, as
+    canonical JSON: which classes CI gates, its comments and layout never change a cell; an unreadable file whole)."""
+    dropped = UNDECIDING_TABLES.get(rel)
+    if not dropped:
+        return content
+    try:
+        data = tomllib.loads(content.decode())
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return content
+    return json.dumps({k: v for k, v in data.items() if k not in dropped}, sort_keys=True).encode()
+
+
 def _digest(files: dict[str, bytes]) -> str:
     sha = hashlib.sha256()
     for rel in sorted(files):
-        sha.update(rel.encode() + b"\0" + hashlib.sha256(files[rel]).digest())
+        sha.update(rel.encode() + b"\0" + hashlib.sha256(decisive(rel, files[rel])).digest())
     return sha.hexdigest()[:12]
 
 

@@ -51,9 +51,10 @@ from dataclasses import dataclass, field
 
 from conformance.fingerprints import mask
 from conformance.report.reproduce import reproducer
+from conformance.report.summary import SUITE_KINDS
 from conformance.verdicts import FAILING, raw
 
-NOT_UPSTREAM = ("harness_error", "crash", "timeout")  # fingerprint kinds that are the suite's own gaps
+NOT_UPSTREAM = (*SUITE_KINDS, "timeout")  # fingerprint kinds that are the suite's own gaps
 SUITE_SITE = "conformance."  # a site in the suite's own code is its gap too, whatever the kind says
 REASON_LIMIT = 600
 CLASS_LIMIT = 30  # classes named in a group's heading lines before "and N more"

@@ -57,18 +57,22 @@ def _selection(parser) -> None:
                         "of planning one from the options below")
     parser.add_argument("--env", default="", help="tox env(s) of the transformers version(s), comma-separated, or "
                         "all (default: the installed transformers' env; with --from: every version of the list)")
-    parser.add_argument("--groups", default=PLANNING_DEFAULTS["groups"], help="column groups, comma-separated (default: all: plain, each "
-                        "backend, each opt-in group, each extra)")
-    parser.add_argument("--extras", default=PLANNING_DEFAULTS["extras"], help="extras' groups: installed (default), all, or a "
-                        "comma-separated list (a CI runner installs its group's extra)")
-    parser.add_argument("--checks", default=PLANNING_DEFAULTS["checks"], help="keep only these check ids in every group")
-    parser.add_argument("--models", default=PLANNING_DEFAULTS["models"], help="comma-separated class names or globs (default: all)")
+    parser.add_argument("--groups", default=PLANNING_DEFAULTS["groups"], help="column groups, comma-separated "
+                        "(default: all: plain, each backend, each opt-in group, each extra)")
+    parser.add_argument("--extras", default=PLANNING_DEFAULTS["extras"], help="extras' groups: installed (default), "
+                        "all, or a comma-separated list (a CI runner installs its group's extra)")
+    parser.add_argument("--checks", default=PLANNING_DEFAULTS["checks"],
+                        help="keep only these check ids in every group")
+    parser.add_argument("--models", default=PLANNING_DEFAULTS["models"],
+                        help="comma-separated class names or globs (default: all)")
     parser.add_argument("--budget", type=float, default=PLANNING_DEFAULTS["budget"],
                         help=f"seconds a job may take (default {joblists.DEFAULT_BUDGET:g}), by the published seconds")
-    parser.add_argument("--shards", default=PLANNING_DEFAULTS["shards"], help="N, or GROUP=N,...: shards instead of the budget's")
+    parser.add_argument("--shards", default=PLANNING_DEFAULTS["shards"],
+                        help="N, or GROUP=N,...: shards instead of the budget's")
     parser.add_argument("--workers", type=int, default=PLANNING_DEFAULTS["workers"],
                         help="xdist workers per job (default 2; 1: no xdist)")
-    parser.add_argument("--out-dir", default=PLANNING_DEFAULTS["out_dir"], help=f"the jobs' envelopes (default {joblists.OUT_DIR})")
+    parser.add_argument("--out-dir", default=PLANNING_DEFAULTS["out_dir"],
+                        help=f"the jobs' envelopes (default {joblists.OUT_DIR})")
     parser.add_argument("--root", default=".", help="the repository root: where jobs run and paths start (default .)")
 
 
@@ -151,7 +155,8 @@ def _request(args, pytest_args: list[str]) -> joblists.Request:
 
 def _planning_given(args) -> list[str]:
     """The planning options given (not --env or --root, which also apply to a job list)."""
-    return ["--" + dest.replace("_", "-") for dest, default in PLANNING_DEFAULTS.items() if getattr(args, dest) != default]
+    return ["--" + dest.replace("_", "-") for dest, default in PLANNING_DEFAULTS.items()
+            if getattr(args, dest) != default]
 
 
 def _envs(args) -> list[str]:
@@ -194,7 +199,14 @@ def _run(joblist: dict, args, only: str = "") -> int:
         if unknown:
             raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
         chosen = [job for job in chosen if job["id"] in ids]
-    _refuse_redealt(joblist, chosen, args)
+    if not args.rerun:
+        from conformance.report import cell_code
+
+        code = cell_code.of_package()
+        to_run = [job for job in chosen if job_run.state(job, Path(args.root), code).status != "done"]
+    else:
+        to_run = chosen
+    _refuse_redealt(joblist, to_run, args.root)
     results = job_run.run_jobs(chosen, Path(args.root), _pythons(args.python), args.parallel, args.rerun,
                                joblist.get("env"))
     stopped = [r.id for r in results if r.status == "stopped"]
@@ -210,24 +222,19 @@ def _published(root: str) -> Path:
     return Path(root) / locations.PUBLISHED_MATRIX.relative_to(locations.REPOSITORY)
 
 
-def _redealt_to_run(joblist: dict, jobs: list[dict], args) -> list[str]:
-    """The ids of `jobs` that a run would run (not done by this cell code, or --rerun) and whose ``--shard`` would
-    now take other classes than the list planned (`joblists.redealt`)."""
-    from conformance.report import cell_code
-    from conformance.tools import job_run
-
-    moved = set(joblists.redealt(joblist, _published(args.root)))
-    code = cell_code.of_package()
-    return [job["id"] for job in jobs if job["id"] in moved
-            and (getattr(args, "rerun", False) or job_run.state(job, Path(args.root), code).status != "done")]
+def _redealt(joblist: dict, jobs: list[dict], root: str) -> list[str]:
+    """The ids of `jobs` (those a run would run) whose ``--shard`` would now take other classes than the list
+    planned (`joblists.redealt`)."""
+    moved = set(joblists.redealt(joblist, _published(root)))
+    return [job["id"] for job in jobs if job["id"] in moved]
 
 
-def _refuse_redealt(joblist: dict, jobs: list[dict], args) -> None:
-    moved = _redealt_to_run(joblist, jobs, args)
+def _refuse_redealt(joblist: dict, jobs: list[dict], root: str) -> None:
+    moved = _redealt(joblist, jobs, root)
     if moved:
         raise joblists.JobsError(
             f"{len(moved)} job(s) to run ({moved[0]}{', ...' if len(moved) > 1 else ''}) would take other classes "
-            f"than the list holds: {_published(args.root)} changed since the list was planned, and `jobs publish` "
+            f"than the list holds: {_published(root)} changed since the list was planned, and `jobs publish` "
             "would refuse their runs; plan the list again (`conformance jobs list ... -o LIST`) and run it")
 
 
@@ -295,7 +302,8 @@ def cmd_status(joblist: dict, args) -> int:
           "wall left (a job's published seconds, or the mean wall of its group's finished jobs where that is more: a "
           "column never published counts the median of the others); `conformance jobs run` with the same selection "
           f"runs them{_pace(joblist['jobs'], states, planned_left)}")
-    moved = _redealt_to_run(joblist, joblist["jobs"], args)
+    moved = _redealt(joblist, [job for job, state in zip(joblist["jobs"], states) if state.status != "done"],
+                     args.root)
     if moved:
         print(f"{len(moved)} job(s) not done ({', '.join(moved[:2])}{', ...' if len(moved) > 2 else ''}) would take "
               f"other classes than the list holds: {_published(args.root)} changed since the list was planned; plan "

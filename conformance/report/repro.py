@@ -4,7 +4,7 @@ Contracts:
 
 * `repro_cell(group)` is the cell a group's script reproduces: its
   representative (`Group.representative`, the fastest cell) when a template
-  writes that check (`conformance.report.repro_steps.template_for`), else
+  writes that check (`conformance.report.repro_templates.template_for`), else
   the fastest cell whose check has one; None when none has.
 * `build_context(group, cell, envelope)` rebuilds what the suite had for
   that cell: the class's tiny config (`build.tiny.tiny_config`), a model
@@ -41,7 +41,8 @@ import torch
 from conformance.fingerprints import mask
 from conformance.report import findings, repro_parts, repro_report
 from conformance.columns import split as split_column
-from conformance.report.repro_steps import Context, NoTemplate, Steps, template_for
+from conformance.report.repro_templates import template_for
+from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import Inputs, literal
 
 INDEX = "index.json"

@@ -1,5 +1,5 @@
 """Reproducer templates of the eager, compile and cache checks: build, compile_prefill, compile_dynamic,
-compile_decode, static_cache, legacy_cache (`conformance.report.repro_steps` states what a template is).
+compile_decode, static_cache, legacy_cache (`conformance.report.repro_templates.steps` states what a template is).
 
 Each writes the check's own steps (its docstring in `conformance/checks/`) from the first call on the
 model to the call that raises or the comparison that fails, with the check's inputs as literals and the
@@ -13,22 +13,12 @@ import inspect
 
 import torch
 
-from conformance.report.repro_steps import Context, NoTemplate, Steps, atol, register, rtol
+from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 
 COMPILE_AS = 'failing_as("exception", unsupported="graph_break", backend=BACKEND)'
 
 
-def _path(model: torch.nn.Module, module: torch.nn.Module) -> str:
-    """`.a.b` of a sub-module (`model.a.b` in the script), "" for the model itself."""
-    if module is model:
-        return ""
-    for name, found in model.named_modules():
-        if found is module:
-            return "." + name
-    raise NoTemplate(f"the decoding module ({type(module).__name__}) is not a sub-module of the model")
-
-
-@register("build")
 def build(ctx: Context) -> Steps:
     if ctx.sample is None:
         return Steps(["tiny_model()  # building the tiny model raises"], uses_sample=False)
@@ -42,7 +32,6 @@ def build(ctx: Context) -> Steps:
                  parts=("logits_of",))
 
 
-@register("compile_prefill")
 def compile_prefill(ctx: Context) -> Steps:
     constants = {"BACKEND": repr(ctx.backend), "ATOL": repr(atol(ctx.backend)), "RTOL": repr(rtol())}
     body = ["inputs = sample_inputs()"]
@@ -96,7 +85,6 @@ def _call_order(cold_fails: bool) -> list[str]:
         "    raise cold"]
 
 
-@register("compile_dynamic")
 def compile_dynamic(ctx: Context) -> Steps:
     if ctx.kind == "specialisation":
         raise NoTemplate("a specialisation is named by the guard the shape environment logged while tracing "
@@ -143,11 +131,10 @@ def _decode_facts(ctx: Context) -> dict:
     if facts["encoder_decoder"]:  # generate's own static cache (cache_implementation="static")
         return facts
     first = next(v for k, v in calls[0].items() if k in ("input_ids", "inputs_embeds") and v is not None)
-    return {**facts, "path": _path(model, decoder), "kwarg": cache_kwarg(decoder),
+    return {**facts, "path": module_path(model, decoder), "kwarg": cache_kwarg(decoder),
             "length": _sequence_length(calls[0]), "batch": first.shape[0]}
 
 
-@register("compile_decode")
 def compile_decode(ctx: Context) -> Steps:
     if "forward without cache" in ctx.cell.reason:
         raise NoTemplate("the comparison with one forward without cache over the recorded generate inputs "
@@ -207,7 +194,6 @@ def compile_decode(ctx: Context) -> Steps:
                         "second reference)"])
 
 
-@register("static_cache")
 def static_cache(ctx: Context) -> Steps:
     from conformance.checks.common.cache import generate_inputs
 
@@ -299,7 +285,6 @@ LEGACY_STEP = {
 }
 
 
-@register("legacy_cache")
 def legacy_cache(ctx: Context) -> Steps:
     facts = _legacy_facts(ctx)
     mode = facts["mode"]

@@ -1,4 +1,4 @@
-"""What a reproducer template is given and what it gives back: one template per check family.
+"""What a reproducer template is given (`Context`) and what it gives back (`Steps`).
 
 Contracts:
 
@@ -15,19 +15,13 @@ Contracts:
   prefill every check starts from), with notes for the header on what it
   leaves out. A template that cannot write a cell's failure standalone
   raises `NoTemplate` saying why; the index lists that cell with the reason.
-* `register(*checks)` files a template under the checks it writes;
-  `template_for(check)` finds it (None for a check without one).
-* The tolerances are the suite's (`conformance.tolerances`): `atol(backend)`.
+* Which template writes which check is the table of `conformance.report.repro_templates`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
-
-from conformance import tolerances
-
-TEMPLATES: dict[str, Callable[["Context"], "Steps"]] = {}
+from typing import Any
 
 
 class NoTemplate(Exception):
@@ -67,25 +61,3 @@ class Steps:
     notes: list[str] = field(default_factory=list)
     uses_sample: bool = True  # False: the script builds no inputs (the model itself cannot be built)
 
-
-def register(*checks: str):
-    def decorate(fn):
-        for check in checks:
-            TEMPLATES[check] = fn
-        return fn
-
-    return decorate
-
-
-def template_for(check: str):
-    from conformance.report import repro_compile, repro_export, repro_exporters  # noqa: F401  (they register them)
-
-    return TEMPLATES.get(check)
-
-
-def atol(backend: str) -> float:
-    return tolerances.tolerance("float32", backend).atol
-
-
-def rtol() -> float:
-    return tolerances.tolerance("float32", "eager").rtol

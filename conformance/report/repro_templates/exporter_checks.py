@@ -1,5 +1,5 @@
 """Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns: transformers'
-own exporters (`conformance.report.repro_steps` states what a template is).
+own exporters (`conformance.report.repro_templates.steps` states what a template is).
 
 The script calls what a person deploying the model calls: ``<Backend>Exporter().export(model, inputs,
 Config(dynamic=True))`` or ``export_for_generation(...)`` with the suite's static-cache generation config, then
@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import inspect
 
-from conformance.report.repro_steps import Context, NoTemplate, Steps, atol, register, rtol
+from conformance.report.repro_templates.common import atol, rtol
+from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
 BACKENDS = ("dynamo", "onnx", "executorch", "openvino")
@@ -37,7 +38,6 @@ def _runner_options(backend: str) -> str:
     return "".join(f", {key}={value!r}" for key, value in runner_options(backend).items())
 
 
-@register(*(f"exporter_{b}_forward" for b in BACKENDS))
 def exporter_forward(ctx: Context) -> Steps:
     from conformance.checks.common import exporters
     from conformance.checks.common.export import split_inputs
@@ -73,7 +73,6 @@ def exporter_forward(ctx: Context) -> Steps:
                         "(the check also calls it on a prompt of another length)"])
 
 
-@register(*(f"exporter_{b}_generate" for b in BACKENDS))
 def exporter_generate(ctx: Context) -> Steps:
     from conformance.checks.common import exporters
 

@@ -1,5 +1,5 @@
 """Reproducer templates of the export checks: export_forward(_strict), export_dynamic, export_static_cache,
-export_generate, export_onnx, onnx_generate (`conformance.report.repro_steps` states what a template is).
+export_generate, export_onnx, onnx_generate (`conformance.report.repro_templates.steps` states what a template is).
 
 A failure at one export step (the fingerprint's `what` or the reason names the stage: ``torch.export.
 export(strict=True)``, ``export of part vision``, ``onnxruntime session of part 'step'``) is written up to
@@ -13,7 +13,8 @@ import re
 
 import torch
 
-from conformance.report.repro_steps import Context, NoTemplate, Steps, atol, register, rtol
+from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
 TEXT_CONFIG = "config.get_text_config(decoder=True)"
@@ -52,7 +53,6 @@ def _compare_loaded() -> list[str]:
             '    raise Finding("contract", f"the loaded program\'s second call differs from its first by {beyond}")']
 
 
-@register("export_forward", "export_forward_strict")
 def export_forward(ctx: Context) -> Steps:
     tensors, constants = _forward_inputs(ctx)
     strict = ctx.check == "export_forward_strict"
@@ -63,7 +63,6 @@ def export_forward(ctx: Context) -> Steps:
                  constants={"CONSTANTS": _constants(constants), "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
 
 
-@register("export_dynamic")
 def export_dynamic(ctx: Context) -> Steps:
     what = ctx.fingerprint.get("what", "")
     dims = re.findall(r"(\w+) dim (\d+)", what.split(" with ", 1)[-1]) if " with " in what else []
@@ -85,7 +84,6 @@ def export_dynamic(ctx: Context) -> Steps:
                         "retries with fewer; this is the export that failed)"])
 
 
-@register("export_static_cache")
 def export_static_cache(ctx: Context) -> Steps:
     from conformance.checks.common.cache import cache_kwarg, cache_owner, generate_inputs
     from conformance.checks.common.export import split_inputs
@@ -134,7 +132,6 @@ def _generation_facts(ctx: Context) -> dict:
     from conformance.checks.common.cache import cache_kwarg
     from conformance.checks.common.generation import ExportedGeneration, single_prompt
     from conformance.checks.common.outcome import NotApplicable
-    from conformance.report.repro_compile import _path
 
     inputs = single_prompt(ctx.case.inputs())
     model = ctx.case.fresh_model()
@@ -142,8 +139,8 @@ def _generation_facts(ctx: Context) -> dict:
         generation = ExportedGeneration(model, inputs)
     except NotApplicable as exc:
         raise NoTemplate(f"the check does not apply this way: {exc}") from None
-    return {"inputs": inputs, "owner": _path(model, generation.owner),
-            "vision": _path(model, generation.vision_model) if generation.vision_model is not None else None,
+    return {"inputs": inputs, "owner": module_path(model, generation.owner),
+            "vision": module_path(model, generation.vision_model) if generation.vision_model is not None else None,
             "media": sorted(generation.media), "text": sorted(generation.text),
             "placeholder": placeholder_id(model.config), "max_len": generation.max_len,
             "kwarg": cache_kwarg(generation.owner)}
@@ -168,7 +165,6 @@ def _stage(ctx: Context, pattern: str) -> str:
     return found.group(1) if found else ""
 
 
-@register("export_generate")
 def export_generate(ctx: Context) -> Steps:
     facts = _generation_facts(ctx)
     stage = _stage(ctx, r"export of part '?(\w+)")
@@ -248,7 +244,6 @@ def _exporter() -> str:
     return "transformers" if _onnx.exporter_name() == _onnx.TRANSFORMERS_EXPORTER else "torch"
 
 
-@register("export_onnx")
 def export_onnx(ctx: Context) -> Steps:
     tensors, constants = _forward_inputs(ctx)
     exporter = _exporter()
@@ -277,7 +272,6 @@ def export_onnx(ctx: Context) -> Steps:
                             "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
 
 
-@register("onnx_generate")
 def onnx_generate(ctx: Context) -> Steps:
     facts = _generation_facts(ctx)
     stage = _stage(ctx, r"(?:export|onnxruntime session) of part '(\w+)'")

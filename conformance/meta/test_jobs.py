@@ -24,6 +24,7 @@ from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
 from conformance.run import shards
 from conformance.tools import cli, job_publish, job_run
+from conformance.tools.errors import CliError
 from conformance.tools.jobs_cli import main as joblists_main
 from conformance.tools import jobs as joblists
 
@@ -569,5 +570,5 @@ def test_every_conformance_jobs_command_of_the_workflow_parses(workflow):
                 if "conformance jobs" in line:
                     words = shlex.split(line.split("conformance jobs", 1)[1].split(")")[0])
                     found.append(words)
-                    jobs_cli.build_parser(cli.CliError).parse_args(["1" if w.startswith("$") else w for w in words])
+                    jobs_cli.build_parser(CliError).parse_args(["1" if w.startswith("$") else w for w in words])
     assert [words[0] for words in found] == ["list", "run", "publish"]

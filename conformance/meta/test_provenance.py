@@ -174,7 +174,7 @@ def test_published_files_name_no_folder_of_the_machine_even_in_a_quoted_tracebac
     import shutil
 
     from conformance.meta.test_report import make_envelope
-    from conformance.tools import cli
+    from conformance.tools import publishing
 
     envelope = make_envelope()
     model = sorted(envelope["models"])[0]
@@ -182,9 +182,9 @@ def test_published_files_name_no_folder_of_the_machine_even_in_a_quoted_tracebac
     cell["reason"] = (f'RuntimeError: x. Original traceback: File "{tmp_path}/checkout/conformance/checks/c.py", '
                       f'line 3, and "{tmp_path}/venv/lib/python3.11/site-packages/torch/_ops.py" (at _ops.py:1)')
     shutil.copy(locations.REPOSITORY / "README.md", tmp_path / "README.md")
-    files = cli.published_files(envelope, tmp_path)
+    files = publishing.published_files(envelope, tmp_path)
     assert [path for path, text in files.items() if str(tmp_path) in text] == []
-    published = json.loads(files[tmp_path / cli.PUBLISHED_ENVELOPE])["models"][model]["cells"]["compile_prefill"]
+    published = json.loads(files[tmp_path / publishing.PUBLISHED_ENVELOPE])["models"][model]["cells"]["compile_prefill"]
     assert 'File "conformance/checks/c.py", line 3, and "torch/_ops.py"' in published["reason"]
     assert provenance.portable_texts({"a": ["https://pytorch.org/x", "conformance/a.py", 3]}) == \
         {"a": ["https://pytorch.org/x", "conformance/a.py", 3]}

@@ -38,32 +38,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from conformance import versions
 from conformance.report import diff, io, page, pages, render, summary, truth
 from conformance.report import envelope as report
-
-USAGE_ERROR = 2
-README = "README.md"
-PUBLISHED_ENVELOPE = Path("reports/matrix.json")
-PUBLISHED_MATRIX = Path("reports/MATRIX.md")
-PUBLISHED_PAGE = Path("reports/matrix.html")
-
-
-class CliError(Exception):
-    """A user-facing problem: printed as one line, exit status 2."""
+from conformance.tools.errors import USAGE_ERROR, CliError, write_files
+from conformance.tools.publishing import published_files, published_picture
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message):  # one line instead of usage + message
         raise CliError(f"{message} (see `{self.prog} --help`)")
-
-
-def _write(files: dict[Path, str]) -> None:
-    try:
-        io.write_texts_atomic(files)
-    except OSError as exc:
-        target = Path(exc.filename) if exc.filename else next(iter(files))
-        raise CliError(f"{target}: cannot write ({exc.strerror or exc}); choose a writable path") from None
 
 
 # --------------------------------------------------------------------------- commands
@@ -77,7 +60,7 @@ def cmd_render(args) -> int:
     envelopes = [report.load_envelope(run) for run in args.runs]
     if args.html:
         output = Path(args.output) if args.output else pages.beside(args.runs[0])[1]
-        _write({output: page.render_html(envelopes, [Path(run).name for run in args.runs])})
+        write_files({output: page.render_html(envelopes, [Path(run).name for run in args.runs])})
         print(f"wrote {output}")
     if args.summary:
         for run, envelope in zip(args.runs, envelopes):
@@ -86,46 +69,11 @@ def cmd_render(args) -> int:
         return 0
     text = render.render_markdown(envelopes[0])
     if args.output:
-        _write({Path(args.output): text})
+        write_files({Path(args.output): text})
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return 0
-
-
-def version_folder(envelope: dict) -> Path | None:
-    """Where the run of a supported version other than the gate's is published (reports/<its tox env>/); None
-    for the gate's version (the main matrix and the README) and for a version fixtures/versions.toml does not list."""
-    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
-    version = next((v for v in versions.supported() if v.minor == minor), None)
-    return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
-
-
-def published_files(envelope: dict, root: Path) -> dict[Path, str]:
-    """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README; for
-    another supported version than the gate's, the first three in that version's folder (`version_folder`).
-    The envelope is written with the cell codes its clean commits name (`cell_code.filled`), its texts naming no
-    folder of the machine that ran it (`provenance.portable_texts`: a message can quote a traceback's file)."""
-    from conformance.report import cell_code, provenance
-
-    envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
-    folder = version_folder(envelope)
-    if folder is not None:
-        return {
-            root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
-            root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
-            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
-        }
-    readme = root / README
-    if not readme.is_file():
-        raise CliError(f"{readme}: no such file; run publish from the repository root or pass --root DIR")
-    text = render.replace_section(readme.read_text(), render.readme_section(envelope), str(readme))
-    return {
-        root / PUBLISHED_ENVELOPE: io.json_text(envelope),
-        root / PUBLISHED_MATRIX: render.render_markdown(envelope),
-        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
-        readme: text,
-    }
 
 
 def cmd_publish(args) -> int:
@@ -134,7 +82,7 @@ def cmd_publish(args) -> int:
     envelopes = [report.load_envelope(path) for path in runs]
     envelope = envelopes[0] if len(envelopes) == 1 else report.merge_envelopes(envelopes, runs)
     files = published_files(envelope, Path(args.root))
-    _write(files)
+    write_files(files)
     if len(runs) > 1:
         print(f"merged {len(runs)} run files: {', '.join(runs)}")
     for path in files:
@@ -142,17 +90,6 @@ def cmd_publish(args) -> int:
     if args.screenshot:
         print(published_picture(envelope, Path(args.root)))
     return 0
-
-
-def published_picture(envelope: dict, root: Path) -> str:
-    """Retake reports/matrix.png (the README's picture) from the page just published, for the gate's version only
-    (another version's folder has no picture); one line saying what happened, also where no browser could be driven
-    (the old picture is then left as it was: `screenshot.png_beside`)."""
-    if version_folder(envelope) is not None:
-        return f"{root / PUBLISHED_PAGE.with_suffix('.png')} left as it was (the README shows the gate's version)"
-    from conformance.report import screenshot
-
-    return screenshot.png_beside(root / PUBLISHED_PAGE, envelope)
 
 
 DIFF_HEADINGS = {
@@ -221,7 +158,7 @@ def cmd_merge(args) -> int:
         replaced_note = f"; {replaced} cells of earlier files replaced by later ones"
     else:
         envelope = report.merge_envelopes([report.load_envelope(p) for p in args.runs], list(args.runs))
-    _write({Path(args.output): io.json_text(envelope)})
+    write_files({Path(args.output): io.json_text(envelope)})
     cells = sum(len(r["cells"]) for r in envelope["models"].values())
     print(f"wrote {args.output}: {len(envelope['models'])} classes, {cells} cells{replaced_note}")
     return 0
@@ -265,7 +202,7 @@ def cmd_expectations(args) -> int:
             from conformance.gate.rejudge import rejudge
 
             judged, changed = rejudge(envelope, Path(args.file) if args.file else None, classes=class_index())
-            _write({Path(args.output): io.json_text(judged)})
+            write_files({Path(args.output): io.json_text(judged)})
             print(f"wrote {args.output}: {changed} cells' verdicts changed by today's expectations")
             return 0
         from conformance.gate.update import update_expectations
@@ -384,7 +321,7 @@ def cmd_flags(args) -> int:
     else:
         text = "\n".join(lines) + "\n"
     if args.output:
-        _write({Path(args.output): text})
+        write_files({Path(args.output): text})
         print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
@@ -441,7 +378,7 @@ def cmd_findings(args) -> int:
             raise CliError(f"findings: no group {args.group!r} in these runs; the table of "
                            "`conformance findings RUN.json` lists the ids") from None
     if args.output:
-        _write({Path(args.output): text})
+        write_files({Path(args.output): text})
         print(f"wrote {args.output}: {len(groups)} group(s)")
     else:
         sys.stdout.write(text)

@@ -20,10 +20,10 @@ Contracts:
   version's), whatever the file said when each job ran.
 * `publish(joblist, root)` writes each version's merged envelope (the job
   list's `merged`) and publishes it as `conformance publish` does
-  (`cli.published_files`: reports/ and the README for the gate's version,
+  (`publishing.published_files`: reports/ and the README for the gate's version,
   reports/<env>/ for another), returning the files written.
 * `published_picture(joblist, root)` then retakes reports/matrix.png from
-  the gate version's page (`cli.published_picture`; `jobs publish
+  the gate version's page (`publishing.published_picture`; `jobs publish
   --no-screenshot` skips it): one line saying what it did.
 """
 
@@ -36,6 +36,8 @@ from conformance.gate.rejudge import rejudge
 from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.report import io
+from conformance.tools import publishing
+from conformance.tools.errors import write_files
 from conformance.tools.job_run import JobFiles
 from conformance.tools.jobs import JobsError
 
@@ -127,28 +129,25 @@ def _expectations_named(joblist: dict, env: str, root: Path) -> Path | None:
 
 def publish(joblist: dict, root: Path) -> list[Path]:
     """Merge and publish every version of the job list; the files written (see the module's contract)."""
-    from conformance.tools import cli
-
     merged = {v["env"]: merge_version(joblist, v["env"], root) for v in joblist["versions"]}  # all before writing
     written = []
     for listed in joblist["versions"]:
         envelope = merged[listed["env"]]
         target = root / listed["merged"]
         io.write_json_atomic(target, envelope)
-        files = cli.published_files(envelope, root)
-        cli._write(files)
+        files = publishing.published_files(envelope, root)
+        write_files(files)
         written += [target, *files]
     return written
 
 
 def published_picture(joblist: dict, root: Path) -> str:
-    """Retake reports/matrix.png from the gate version's published page (`cli.published_picture`); one line."""
-    from conformance.tools import cli
-
-    gate = [v for v in joblist["versions"] if cli.version_folder(_published(root, v)) is None]
+    """Retake reports/matrix.png from the gate version's published page (`publishing.published_picture`); one line."""
+    gate = [v for v in joblist["versions"] if publishing.version_folder(_published(root, v)) is None]
     if not gate:
-        return f"{root / cli.PUBLISHED_PAGE.with_suffix('.png')} left as it was (the gate's version was not published)"
-    return cli.published_picture(_published(root, gate[0]), root)
+        return (f"{root / publishing.PUBLISHED_PAGE.with_suffix('.png')} left as it was (the gate's version was not "
+                "published)")
+    return publishing.published_picture(_published(root, gate[0]), root)
 
 
 def _published(root: Path, listed: dict) -> dict:

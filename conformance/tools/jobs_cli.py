@@ -43,6 +43,7 @@ from pathlib import Path
 
 from conformance import locations
 from conformance.tools import jobs as joblists
+from conformance.tools.errors import CliError, write_files
 
 COMMANDS = ("list", "status", "run", "publish", "gate")
 
@@ -243,9 +244,7 @@ def cmd_list(joblist: dict, args) -> int:
     if args.github:
         print(json.dumps(joblists.github_matrix(joblist), separators=(",", ":")))
     if args.output:
-        from conformance.tools import cli
-
-        cli._write({Path(args.output): text})
+        write_files({Path(args.output): text})
         if not args.github:
             for job in joblist["jobs"]:
                 print(f"{job['id']}: {len(job['classes'])} classes, about {job['wall_seconds']:.0f} s")
@@ -318,7 +317,6 @@ def cmd_status(joblist: dict, args) -> int:
 
 def main(argv: list[str]) -> int:
     from conformance.tools import job_publish
-    from conformance.tools.cli import CliError
 
     argv = list(argv)
     pytest_args = argv[argv.index("--") + 1:] if "--" in argv else []
@@ -352,7 +350,6 @@ def gate_request(args, pytest_args: list[str]):
     from conformance.gate import merge_base
     from conformance.run.options import UsageError, resolve_selection
     from conformance.tools import job_gate
-    from conformance.tools.cli import CliError
 
     class Selection:  # read as the plugin reads pytest's options
         def getoption(self, name):
@@ -391,7 +388,6 @@ def gate_request(args, pytest_args: list[str]):
 def cmd_gate(args, pytest_args: list[str]) -> int:
     from conformance.run.options import NOTHING_TO_CHECK
     from conformance.tools import job_gate
-    from conformance.tools.cli import CliError
 
     try:
         request = gate_request(args, pytest_args)

@@ -1,0 +1,29 @@
+"""A problem of the user's in a `conformance` command: one line on stderr naming the thing and the fix, exit 2.
+
+Contracts:
+
+* `CliError` is such a problem, its message the line; `conformance`'s `main` (for `conformance jobs` too) prints
+  it and returns `USAGE_ERROR`, having written nothing.
+* `write_files(files)` writes the texts at once (`io.write_texts_atomic`); a path that cannot be written is a
+  `CliError` naming it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conformance.report import io
+
+USAGE_ERROR = 2
+
+
+class CliError(Exception):
+    """A user-facing problem: printed as one line, exit status 2."""
+
+
+def write_files(files: dict[Path, str]) -> None:
+    try:
+        io.write_texts_atomic(files)
+    except OSError as exc:
+        target = Path(exc.filename) if exc.filename else next(iter(files))
+        raise CliError(f"{target}: cannot write ({exc.strerror or exc}); choose a writable path") from None

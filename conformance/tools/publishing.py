@@ -1,0 +1,69 @@
+"""What publishing a run writes: reports/matrix.json, MATRIX.md, matrix.html, the README's section and its picture.
+
+Contracts (`conformance publish` and `conformance jobs publish` both write through them):
+
+* `version_folder(envelope)` is where the run of a supported version other than the gate's is published
+  (reports/<its tox env>/); None for the gate's version and for a version fixtures/versions.toml does not list.
+* `published_files(envelope, root)` is what publishing writes under `root` (path -> text); a missing README is a
+  `CliError`.
+* `published_picture(envelope, root)` retakes reports/matrix.png for the gate's version; one line saying what it did.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from conformance import versions
+from conformance.report import io, page, render
+from conformance.tools.errors import CliError
+
+README = "README.md"
+PUBLISHED_ENVELOPE = Path("reports/matrix.json")
+PUBLISHED_MATRIX = Path("reports/MATRIX.md")
+PUBLISHED_PAGE = Path("reports/matrix.html")
+
+
+def version_folder(envelope: dict) -> Path | None:
+    """Where the run of a supported version other than the gate's is published (reports/<its tox env>/); None
+    for the gate's version (the main matrix and the README) and for a version fixtures/versions.toml does not list."""
+    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
+    version = next((v for v in versions.supported() if v.minor == minor), None)
+    return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
+
+
+def published_files(envelope: dict, root: Path) -> dict[Path, str]:
+    """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README; for
+    another supported version than the gate's, the first three in that version's folder (`version_folder`).
+    The envelope is written with the cell codes its clean commits name (`cell_code.filled`), its texts naming no
+    folder of the machine that ran it (`provenance.portable_texts`: a message can quote a traceback's file)."""
+    from conformance.report import cell_code, provenance
+
+    envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
+    folder = version_folder(envelope)
+    if folder is not None:
+        return {
+            root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
+            root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
+            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+        }
+    readme = root / README
+    if not readme.is_file():
+        raise CliError(f"{readme}: no such file; run publish from the repository root or pass --root DIR")
+    text = render.replace_section(readme.read_text(), render.readme_section(envelope), str(readme))
+    return {
+        root / PUBLISHED_ENVELOPE: io.json_text(envelope),
+        root / PUBLISHED_MATRIX: render.render_markdown(envelope),
+        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+        readme: text,
+    }
+
+
+def published_picture(envelope: dict, root: Path) -> str:
+    """Retake reports/matrix.png (the README's picture) from the page just published, for the gate's version only
+    (another version's folder has no picture); one line saying what happened, also where no browser could be driven
+    (the old picture is then left as it was: `screenshot.png_beside`)."""
+    if version_folder(envelope) is not None:
+        return f"{root / PUBLISHED_PAGE.with_suffix('.png')} left as it was (the README shows the gate's version)"
+    from conformance.report import screenshot
+
+    return screenshot.png_beside(root / PUBLISHED_PAGE, envelope)

@@ -421,7 +421,7 @@ def test_the_picture_opens_the_first_cell_that_does_not_work():
 
 
 def test_without_a_browser_publish_leaves_the_old_picture_and_says_so(tmp_path, monkeypatch):
-    from conformance.meta import browser
+    from conformance.report import browser
 
     def missing():
         raise browser.Missing("chromedriver not found on PATH: apt-get install chromium-driver")

@@ -14,7 +14,7 @@ import struct
 
 import pytest
 
-from conformance.meta import browser
+from conformance.report import browser
 from conformance.meta.test_page import DESCRIPTIONS, HOSTILE, TALKER, rich_envelope
 from conformance.meta.test_report import cell, make_envelope
 from conformance.report import envelope as report

@@ -4,7 +4,7 @@ Contracts:
 
 * `screenshot(page, out, fragment)` writes a PNG of the local HTML file
   `page` as the headless Chromium of the browser tests shows it
-  (`conformance.meta.browser.open_page`: nothing downloaded, the system's
+  (`conformance.report.browser.open_page`: nothing downloaded, the system's
   chromium and chromedriver) in a fixed window (`WIDTH` x `HEIGHT`), scrolled
   to the matrix, with the URL fragment `fragment` applied (default
   `default_fragment`: the detail of the first cell that does not work, new
@@ -89,7 +89,7 @@ def default_fragment(envelope: dict) -> str:
 
 def screenshot(page: Path, out: Path, fragment: str = "") -> None:
     """A PNG of `page` with `fragment` applied, in the fixed window (see the module's contract)."""
-    from conformance.meta import browser
+    from conformance.report import browser
 
     page, out = Path(page).resolve(), Path(out)
     with browser.open_page(page, WIDTH, HEIGHT) as driver:
@@ -107,7 +107,7 @@ def screenshot(page: Path, out: Path, fragment: str = "") -> None:
 
 def png_beside(page: Path, envelope: dict | None = None) -> str:
     """Screenshot `page` into the .png beside it; one line saying what happened (see the module's contract)."""
-    from conformance.meta import browser
+    from conformance.report import browser
 
     out = Path(page).with_suffix(".png")
     try:

@@ -1,10 +1,11 @@
-"""Headless Chromium for the meta tests of the HTML page (the system's chromium and chromedriver, via selenium).
+"""Headless Chromium for the HTML page: the README's picture and the page's meta tests (the system's chromium and
+chromedriver, via selenium).
 
 Contract: `find()` returns (chromium, chromedriver) paths or raises `Missing`
 with one line naming what is missing and how to install it; `open_page(path)`
 is a context manager yielding a selenium driver showing the local file
 `path`. Nothing is downloaded: selenium gets the driver's path, so it never
-runs its driver manager. `python -m conformance.meta.browser PAGE.html
+runs its driver manager. `python -m conformance.report.browser PAGE.html
 OUT.png` takes the README's screenshot (a failing cell's detail open).
 """
 
@@ -78,6 +79,6 @@ def screenshot(page: Path, out: Path, width: int = 1680, height: int = 960) -> N
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit("usage: python -m conformance.meta.browser PAGE.html OUT.png")
+        sys.exit("usage: python -m conformance.report.browser PAGE.html OUT.png")
     screenshot(Path(sys.argv[1]), Path(sys.argv[2]))
     print(f"wrote {sys.argv[2]}")

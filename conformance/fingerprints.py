@@ -43,6 +43,14 @@ KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "spe
          "backend", "exception", "export_error", "call_order", "contract", "harness_error", "fatal_error",
          "crash", "timeout")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
+
+# The suite's own failures (docs/design.md, "a model's failure or the suite's"): two questions, two answers.
+SUITE_SITE = "conformance."  # a site (`where`) in this package: the suite's own code, whatever the kind says
+# What an expectation may list a failure of the suite's own code as: a known gap of the suite, never a finding.
+LISTABLE_SUITE_KINDS = ("harness_error",)
+# What every view counts as the suite's own (🚧): its code raised, or its worker died with no traceback or while
+# building (a crash in transformers' or a backend's frame is `fatal_error`, the model's).
+SUITE_OWN_KINDS = ("harness_error", "crash")
 NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
 SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
 

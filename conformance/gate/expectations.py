@@ -85,7 +85,7 @@ from pathlib import Path
 import tomllib
 
 from conformance import locations
-from conformance.fingerprints import Fingerprint, FingerprintError
+from conformance.fingerprints import LISTABLE_SUITE_KINDS, SUITE_SITE, Fingerprint, FingerprintError
 from conformance.gate.conditions import DEFAULT as DEFAULT_CONDITIONS
 from conformance.gate.conditions import KEYS as CONDITION_KEYS
 from conformance.gate.conditions import (  # noqa: F401 (run_conditions, matches: re-exported for the run)
@@ -390,17 +390,15 @@ def _overrides(tables, named: str, holds: list[dict], fields: dict) -> tuple[Ove
     return tuple(found)
 
 
-SUITE_SITE = "conformance."  # a fingerprint site in this package: the suite's own code
-SUITE_KINDS = ("harness_error",)  # the kind such a failure is listed as: a known gap of the suite, never a finding
 
 
 def _suite_gap_problem(fingerprint: Fingerprint, verdict: str) -> str:
     """Why an entry that lists a failure of the suite's own code as something else is refused ('' if fine)."""
-    if fingerprint.where.startswith(SUITE_SITE) and fingerprint.kind not in SUITE_KINDS:
+    if fingerprint.where.startswith(SUITE_SITE) and fingerprint.kind not in LISTABLE_SUITE_KINDS:
         return (f"lists a failure at the suite's own {fingerprint.where} as kind {fingerprint.kind!r}; the suite's "
                 "own exception is a harness error, never a model's known failure: fix the check, or list it as "
                 "kind \"harness_error\" with verdict \"error\"")
-    if fingerprint.kind in SUITE_KINDS and verdict != "error":
+    if fingerprint.kind in LISTABLE_SUITE_KINDS and verdict != "error":
         return f"lists kind {fingerprint.kind!r} with verdict {verdict!r}; a harness gap's verdict is \"error\""
     return ""
 

@@ -49,13 +49,11 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
-from conformance.fingerprints import mask
+from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
 from conformance.report.reproduce import reproducer
-from conformance.report.summary import SUITE_KINDS
 from conformance.verdicts import FAILING, raw
 
-NOT_UPSTREAM = (*SUITE_KINDS, "timeout")  # fingerprint kinds that are the suite's own gaps
-SUITE_SITE = "conformance."  # a site in the suite's own code is its gap too, whatever the kind says
+NOT_UPSTREAM = (*SUITE_OWN_KINDS, "timeout")  # fingerprint kinds that are the suite's own gaps (a SUITE_SITE too)
 REASON_LIMIT = 600
 CLASS_LIMIT = 30  # classes named in a group's heading lines before "and N more"
 

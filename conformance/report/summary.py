@@ -35,16 +35,13 @@ from pathlib import Path
 from typing import Iterable, NamedTuple
 
 from conformance import tolerances
+from conformance.fingerprints import SUITE_OWN_KINDS
 from conformance.verdicts import passed, raw
 
 NEW = ("fail", "error", "timeout", "xpass")  # what the expectations do not account for: a red gate
 REGRESSING = ("fail", "error", "timeout")
 LIMIT = 10  # regressions (and stale expectations) named before "and N more"
 WIDTH = 120  # a named cell's line is cut to this many characters
-
-# The fingerprint kinds of the suite's own error (conformance.fingerprints.KINDS; docs/design.md): its code raised,
-# or its worker died with no traceback or while building (a crash in transformers' or a backend's frame is `fatal_error`).
-SUITE_KINDS = ("harness_error", "crash")
 
 
 class Tally(NamedTuple):
@@ -85,13 +82,13 @@ def tally(envelope: dict) -> dict[str, Tally]:
 
 def is_gap(cell: dict) -> bool:
     """A listed harness gap (🚧): an xfail whose check itself said `error` (`verdicts.raw`) and whose fingerprint,
-    where the run recorded one, is one of `SUITE_KINDS` (the suite could not set the cell up, its own code
-    raised, or its worker died), never a finding about the model. The one home of this test: the tables, the page, the summary
+    where the run recorded one, is one of `fingerprints.SUITE_OWN_KINDS` (the suite could not set the cell up, its
+    own code raised, or its worker died), never a finding about the model. The one home of this test: the tables, the page, the summary
     and the flag tables ask it."""
     if cell.get("verdict") != "xfail" or raw(cell) != "error":
         return False
     fingerprint = cell.get("fingerprint")
-    return not fingerprint or fingerprint.get("kind") in SUITE_KINDS
+    return not fingerprint or fingerprint.get("kind") in SUITE_OWN_KINDS
 
 
 RATIOS = ("worst_ratio", "cache_worst_ratio")

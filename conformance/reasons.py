@@ -22,6 +22,9 @@ count, nor does an exception a check raises on purpose about the model
 exception propagating out of transformers or torch was raised there,
 whoever called. `suite_location(exc)` is that frame as
 ``conformance/<path>:<line>`` and `suite_site(exc)` as a site.
+`exception_chain(exc)` is `exc` and each exception it was raised from (the one walk of a chain: explicit causes,
+optionally implicit context and a wrapper's inner exception), `innermost(exc)` the exception that started a chain
+of ``raise ... from`` wrappers (the root those rules follow).
 Torch-free.
 """
 
@@ -156,12 +159,26 @@ def in_suite(filename: str) -> bool:
     return path.is_relative_to(SUITE) and not path.is_relative_to(STAND_INS)
 
 
-def _root(exc: BaseException) -> BaseException:
-    seen = {id(exc)}
-    while exc.__cause__ is not None and id(exc.__cause__) not in seen:
-        exc = exc.__cause__
+def exception_chain(exc: BaseException | None, context: bool = False, inner: bool = False) -> list[BaseException]:
+    """`exc`, then each exception it was raised from, each once (the walk ends before one it has seen): its
+    `__cause__` (``raise ... from``); with `context`, else its `__context__` (what it was raised while handling);
+    with `inner`, first a wrapper's `inner_exception` (inductor's `InductorError`)."""
+    chain: list[BaseException] = []
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
         seen.add(id(exc))
-    return exc
+        chain.append(exc)
+        following = (exc.__cause__ or exc.__context__) if context else exc.__cause__
+        exc = (getattr(exc, "inner_exception", None) or following) if inner else following
+    return chain
+
+
+def innermost(exc: BaseException, at_repeat: bool = False) -> BaseException:
+    """The exception that started a chain of ``raise ... from`` wrappers: the last of `exception_chain(exc)`. Where
+    the causes loop back (``raise a from b`` after ``raise b from a``), the last one before the loop closes; with
+    `at_repeat`, the one it comes back to (what the exporters' and ONNX failures have always been named by)."""
+    last = exception_chain(exc)[-1]
+    return last.__cause__ if at_repeat and last.__cause__ is not None else last
 
 
 ATTRIBUTE_HOOKS = ("__getattr__", "__getattribute__")
@@ -171,7 +188,7 @@ def _raising_frame(exc: BaseException):
     """The frame whose code raised the root cause. A failed attribute lookup is the failure of the code that looked
     the attribute up, not of the hook that answered it: an AttributeError raised by a `__getattr__` or
     `__getattribute__` (torch's `Module.__getattr__`, a config's) is its caller's."""
-    root = _root(exc)
+    root = innermost(exc)
     frames = traceback.extract_tb(root.__traceback__)
     if isinstance(root, AttributeError):
         while len(frames) > 1 and frames[-1].name in ATTRIBUTE_HOOKS:
@@ -180,7 +197,7 @@ def _raising_frame(exc: BaseException):
 
 
 def raised_in_suite(exc: BaseException) -> bool:
-    if getattr(_root(exc), "deliberate", False):  # a check's own statement about the model (ContractViolation...)
+    if getattr(innermost(exc), "deliberate", False):  # a check's own statement about the model (ContractViolation...)
         return False
     frame = _raising_frame(exc)
     return frame is not None and in_suite(frame.filename)

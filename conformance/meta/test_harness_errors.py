@@ -154,6 +154,24 @@ def test_raised_in_suite_follows_explicit_causes_to_the_root():
         assert not raised_in_suite(outer)  # the root was raised in transformers
 
 
+def test_one_walk_of_an_exception_chain_and_its_innermost():
+    """`reasons.exception_chain` / `innermost`: the one home of "the exception a chain started from"."""
+    from conformance.reasons import exception_chain, innermost
+
+    root, middle, outer, handled, inner = (ValueError(n) for n in ("root", "middle", "outer", "handled", "inner"))
+    middle.__cause__, outer.__cause__ = root, middle
+    assert exception_chain(outer) == [outer, middle, root] and innermost(outer) is root
+    assert innermost(root) is root and innermost(root, at_repeat=True) is root
+    root.__context__ = handled  # implicit context: followed only when asked
+    assert exception_chain(outer) == [outer, middle, root]
+    assert exception_chain(outer, context=True) == [outer, middle, root, handled]
+    middle.inner_exception = inner  # a wrapper's inner exception comes first
+    assert exception_chain(outer, context=True, inner=True) == [outer, middle, inner]
+    root.__cause__ = outer  # causes that loop back end the walk before the repeat
+    assert exception_chain(outer) == [outer, middle, root]
+    assert innermost(outer) is root and innermost(outer, at_repeat=True) is outer
+
+
 LOOKUP = '''
 def generation_config_of(model):
     return model.generation_config  # the bug: a module without generate() has none

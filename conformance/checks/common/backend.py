@@ -38,7 +38,7 @@ from typing import Callable, Sequence
 import torch
 
 from conformance.fingerprints import Fingerprint, mask
-from conformance.reasons import site
+from conformance.reasons import exception_chain, site
 
 BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
 GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
@@ -49,11 +49,7 @@ MESSAGE_LIMIT = 240
 
 def _chain(exc: BaseException) -> list[BaseException]:
     """The exception, then what it was raised from (its cause or context, and a wrapper's inner exception)."""
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
+    return exception_chain(exc, context=True, inner=True)
 
 
 def _frames(exc: BaseException) -> list[traceback.FrameSummary]:

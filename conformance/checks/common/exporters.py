@@ -65,7 +65,7 @@ from conformance.checks.common.generation import single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import declared_tolerance
 from conformance.fingerprints import Fingerprint, kind_of, mask
-from conformance.reasons import package_path, where
+from conformance.reasons import innermost, package_path, where
 from conformance.tolerances import Tolerance
 
 NEW_TOKENS = 4
@@ -156,15 +156,6 @@ def exporter_and_config(backend: str, **config: Any):
 # --- failures -------------------------------------------------------------------------------------
 
 
-def innermost(exc: BaseException) -> BaseException:
-    """The exception that started a chain of wrappers (the exporters re-raise with their own)."""
-    seen = set()
-    while id(exc) not in seen and exc.__cause__ is not None:
-        seen.add(id(exc))
-        exc = exc.__cause__
-    return exc
-
-
 COMPONENT = re.compile(r"failed on component '(\w+)'")
 TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
 
@@ -177,7 +168,7 @@ def exporter_failure(exc: BaseException, stage: str, metrics: dict, kind: str = 
     component = COMPONENT.search(str(exc))
     if component:
         stage = f"{stage} component {component.group(1)!r}"
-    root = innermost(exc)
+    root = innermost(exc, at_repeat=True)
     text = str(root).strip()
     first = next((line.strip() for line in text.splitlines() if line.strip()), repr(root))
     if len(first) > REASON_LIMIT:

@@ -43,7 +43,7 @@ from conformance.checks.common import export as _export
 from conformance.checks.common.compare import logits_of
 from conformance.checks.common.generation import NamedInputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
-from conformance.reasons import package_path
+from conformance.reasons import exception_chain, innermost, package_path
 
 PACKAGES = ("onnx", "onnxscript", "onnxruntime")
 EXTRA = "onnx"
@@ -113,7 +113,7 @@ def export_onnx_file(module: torch.nn.Module, kwargs: dict[str, Any], path: str,
     except (ContractViolation, NotApplicable):
         raise
     except Exception as exc:
-        said = _innermost(exc)
+        said = innermost(exc, at_repeat=True)
         if isinstance(said, NotApplicable):  # a part said so while traced (`generation.carried_only`), re-raised
             raise said  # by the exporter's wrappers: the check does not apply, nothing failed
         raise ContractViolation(failure_reason(exc, f"{stage} ({exporter})", programs), metrics) from exc
@@ -125,7 +125,7 @@ def export_onnx_file(module: torch.nn.Module, kwargs: dict[str, Any], path: str,
 def failure_reason(exc: BaseException, stage: str, programs: list) -> str:
     """The innermost error's first line, at the transformers line of the graph node that failed to translate
     (torch.onnx names the node; its stack trace is in the exported program) or of the traceback."""
-    root = _innermost(exc)
+    root = innermost(exc, at_repeat=True)
     reason = _export.exporter_reason(root, stage)
     location = _failed_node_location(exc, programs)
     if location and "(at " not in reason:
@@ -135,26 +135,12 @@ def failure_reason(exc: BaseException, stage: str, programs: list) -> str:
     return reason
 
 
-def _innermost(exc: BaseException) -> BaseException:
-    """The exception that started a chain of wrappers (torch.onnx and transformers re-raise with their own)."""
-    seen = set()
-    while id(exc) not in seen and exc.__cause__ is not None:
-        seen.add(id(exc))
-        exc = exc.__cause__
-    return exc
-
-
 NODE = re.compile(r"Error when translating node %(\w+)")
 
 
 def _failed_node_location(exc: BaseException, programs: list) -> str:
     """`transformers/...:N` of the node torch.onnx could not translate, from the program's node stack traces."""
-    names = []
-    chain, seen = exc, set()
-    while chain is not None and id(chain) not in seen:
-        seen.add(id(chain))
-        names += NODE.findall(str(chain))
-        chain = chain.__cause__ or chain.__context__
+    names = [name for raised in exception_chain(exc, context=True) for name in NODE.findall(str(raised))]
     for program in reversed(programs):
         for node in program.graph.nodes:
             if node.name in names:

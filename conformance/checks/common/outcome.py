@@ -32,7 +32,7 @@ import torch
 
 from conformance import fingerprints
 from conformance.fingerprints import Fingerprint
-from conformance.reasons import one_line, raised_in_suite, suite_location, suite_site
+from conformance.reasons import innermost, one_line, raised_in_suite, suite_location, suite_site
 
 
 class ContractViolation(AssertionError):
@@ -75,9 +75,7 @@ HARNESS_ERROR = "harness error: the suite's own code raised (not a finding about
 
 def harness_error(exc: BaseException, metrics: dict | None = None) -> Outcome:
     """The outcome of a cell whose check failed in the suite's own code: `error`, fingerprinted at its site."""
-    root = exc
-    while root.__cause__ is not None:
-        root = root.__cause__
+    root = innermost(exc)
     return Outcome("error", f"{HARNESS_ERROR}: {one_line(root, location=suite_location(exc))}", dict(metrics or {}),
                    traceback.format_exc(),
                    Fingerprint("harness_error", where=suite_site(exc), error=type(root).__name__))

@@ -7,6 +7,9 @@ does not name holds for every value.
 
 Contracts (pure functions of plain dicts; torch-free):
 
+* `run_conditions(device, dtype, backend, torch_version)`: a run's point;
+  `conditions_of(environment, backend=None)` that of the run an envelope's
+  ``environment`` describes (`backend`: a backend column's instead of the run's).
 * `matches(conditions, run)`: every named key holds for `run`.
 * `within(inner, outer)`: every run `inner` matches, `outer` matches too.
 * `intersection(a, b)`: the table of the runs both match, or None;
@@ -23,6 +26,13 @@ def run_conditions(device: str, dtype: str, backend: str, torch_version: str) ->
     """The conditions of a run: device type, dtype, backend, torch major.minor."""
     return {"device": device.split(":")[0], "dtype": dtype, "backend": backend,
             "torch": ".".join(torch_version.split("+")[0].split(".")[:2])}
+
+
+def conditions_of(environment: dict, backend: str | None = None) -> dict:
+    """The conditions of the run an envelope's environment describes (under `backend` where given)."""
+    return run_conditions(environment.get("device", "cpu"), environment.get("dtype", "float32"),
+                          environment.get("backend", "eager") if backend is None else backend,
+                          environment.get("torch", ""))
 
 
 def values(wanted) -> list:

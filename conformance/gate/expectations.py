@@ -71,7 +71,10 @@ Contracts:
   that holds, resolved for it) from `path` or the version's files, with the
   `Source`s applied (file, the conditions it was applied under: the file's
   with the run's value where the run differs, cells used). A cell that two
-  applicable files list is an error.
+  applicable files list is an error. `load_for_environment(environment,
+  backend=None, path=None, classes=None)` is the same for the run an
+  envelope's ``environment`` describes (`conditions.conditions_of`; the
+  files of its transformers version unless `path` is given).
 * `dumps(file)` writes a file back (sorted by model then check) so that
   `parse(dumps(f)) == f`.
 """
@@ -89,6 +92,7 @@ from conformance.fingerprints import LISTABLE_SUITE_KINDS, SUITE_SITE, Fingerpri
 from conformance.gate.conditions import DEFAULT as DEFAULT_CONDITIONS
 from conformance.gate.conditions import KEYS as CONDITION_KEYS
 from conformance.gate.conditions import (  # noqa: F401 (run_conditions, matches: re-exported for the run)
+    conditions_of,
     intersection,
     matches,
     overlap,
@@ -440,6 +444,13 @@ def load_for_run(run: dict, path: Path | None = None, version: str | None = None
                              for key, wanted in file.conditions.items()}
             sources.append(Source(file_path, applied_under, len(used)))
     return Applied(cells, tuple(sources), tuple(paths))
+
+
+def load_for_environment(environment: dict, backend: str | None = None, path: Path | None = None,
+                         classes: dict[str, str] | None = None) -> Applied:
+    """The expectations that apply to the run an envelope's environment describes (see the module)."""
+    return load_for_run(conditions_of(environment, backend), path,
+                        version=None if path else environment.get("transformers"), classes=classes)
 
 
 def load(path: Path | None = None, run: dict | None = None) -> dict[tuple[str, str], Expectation]:

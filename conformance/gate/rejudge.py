@@ -15,14 +15,8 @@ from pathlib import Path
 
 from conformance import columns, verdicts
 from conformance.fingerprints import Fingerprint
-from conformance.gate.conditions import run_conditions
-from conformance.gate.expectations import load_for_run
+from conformance.gate.expectations import load_for_environment
 from conformance.gate.ratchet import judge
-
-
-def _expectations(env: dict, backend: str, path: Path | None, classes: dict | None):
-    run = run_conditions(env.get("device", "cpu"), env.get("dtype", "float32"), backend, env.get("torch", ""))
-    return load_for_run(run, path, version=None if path else env.get("transformers"), classes=classes)
 
 
 def _sources(applied) -> list[dict]:
@@ -45,7 +39,7 @@ def rejudge(envelope: dict, path: Path | None = None, classes: dict | None = Non
             check_id, backend = columns.split(column)
             backend = backend or env.get("backend", "eager")
             if backend not in by_backend:
-                by_backend[backend] = _expectations(env, backend, path, classes)
+                by_backend[backend] = load_for_environment(env, backend, path, classes)
             expectation = by_backend[backend].cells.get((model, check_id))
             listed = expectation.verdict if expectation is not None else None
             raw = verdicts.raw(cell, listed)

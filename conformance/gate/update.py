@@ -35,7 +35,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance.fingerprints import Fingerprint, FingerprintError
-from conformance.gate.conditions import matches
+from conformance.gate.conditions import conditions_of, matches
 from conformance.gate.expectations import (
     Expectation,
     ExpectationsError,
@@ -44,7 +44,6 @@ from conformance.gate.expectations import (
     files_for,
     path_for_version,
     read,
-    run_conditions,
 )
 from conformance.report.envelope import EnvelopeError, load_envelope
 from conformance.report.provenance import portable_texts
@@ -84,8 +83,7 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
         raise ExpectationsError(f"{run_path}: a merged matrix with columns of other backends "
                                 f"({', '.join(env['backends'])}); update from each backend's own run file "
                                 "(e.g. reports/latest/gate.json, then reports/latest/inductor.json)")
-    run = run_conditions(env.get("device", "cpu"), env.get("dtype", "float32"), env.get("backend", "eager"),
-                         env.get("torch", ""))
+    run = conditions_of(env)
     file = _target(envelope, run, Path(path) if path else None)
     updated = dict(file.cells)
     for model, row in envelope["models"].items():

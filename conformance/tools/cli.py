@@ -338,10 +338,8 @@ def _expectation_links(envelopes: list[dict]) -> tuple[dict[tuple[str, str], str
 
     links: dict[tuple[str, str], str] = {}
     for envelope in envelopes:
-        env = envelope["environment"]
-        run = expectations.run_conditions(env["device"], env["dtype"], env["backend"], env["torch"])
         try:
-            applied = expectations.load_for_run(run, version=env["transformers"])
+            applied = expectations.load_for_environment(envelope["environment"])
         except expectations.ExpectationsError as exc:
             return links, f"expectation links left out: {exc}"
         links.update({key: e.link for key, e in applied.cells.items() if e.link})

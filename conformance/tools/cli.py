@@ -42,6 +42,7 @@ from conformance.report import diff, io, page, pages, render, summary, truth
 from conformance.report import envelope as report
 from conformance.tools.errors import USAGE_ERROR, CliError, write_files
 from conformance.tools.publishing import published_files, published_picture
+from conformance.tools.pytest_options import PytestOptions
 
 
 class _Parser(argparse.ArgumentParser):
@@ -233,16 +234,6 @@ def cmd_versions(args) -> int:
     return 0
 
 
-class _Selection:
-    """The selection options of `plan`, read as the plugin reads pytest's (`getoption`)."""
-
-    def __init__(self, args):
-        self.args = args
-
-    def getoption(self, name: str):
-        return getattr(self.args, name)
-
-
 def cmd_plan(args) -> int:
     import json
 
@@ -253,7 +244,7 @@ def cmd_plan(args) -> int:
     if not args.budget > 0 or args.workers < 1:
         raise CliError("plan: --budget must be a positive number of seconds and --workers at least 1")
     try:
-        selection = resolve_selection(_Selection(args), TransformersCases())
+        selection = resolve_selection(PytestOptions(args), TransformersCases())
     except UsageError as exc:
         raise CliError(str(exc)) from None
     names, nothing = selection.classes, selection.nothing_to_check

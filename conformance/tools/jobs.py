@@ -46,11 +46,13 @@ import fnmatch
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 
 from conformance import versions
 from conformance.report import envelope as report
 from conformance.report import provenance
 from conformance.run import shards
+from conformance.tools.pytest_options import PytestOptions
 
 SCHEMA = "vlm-conformance-jobs/1"
 # Dynamo backends whose compile columns the published matrix carries next to the run's own (eager): the backend
@@ -280,12 +282,9 @@ def default_names(version: versions.Version, request: Request, root: Path) -> li
     from conformance.cases.case import TransformersCases
     from conformance.run.options import UsageError, select_models
 
-    class Selection:  # read as the plugin reads pytest's options
-        def getoption(self, name):
-            return {"models": request.models, "changed_files": [], "since": "", "transformers_repo": ""}[name]
-
+    options = SimpleNamespace(models=request.models, changed_files=[], since="", transformers_repo="")
     try:
-        return select_models(Selection(), TransformersCases())
+        return select_models(PytestOptions(options), TransformersCases())
     except UsageError as exc:
         raise JobsError(str(exc)) from None
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from conformance import locations
 from conformance.tools import jobs as joblists
 from conformance.tools.errors import CliError, write_files
+from conformance.tools.pytest_options import PytestOptions
 
 COMMANDS = ("list", "status", "run", "publish", "gate")
 
@@ -351,14 +352,10 @@ def gate_request(args, pytest_args: list[str]):
     from conformance.run.options import UsageError, resolve_selection
     from conformance.tools import job_gate
 
-    class Selection:  # read as the plugin reads pytest's options
-        def getoption(self, name):
-            return getattr(args, name)
-
     if not (args.changed_files or args.since):
         raise CliError("jobs gate: name the change: --since REF --transformers-repo DIR, or --changed-files PATH...")
     try:
-        selection = resolve_selection(Selection(), TransformersCases())
+        selection = resolve_selection(PytestOptions(args), TransformersCases())
     except UsageError as exc:
         raise CliError(str(exc)) from None
     if selection.nothing_to_check:

@@ -26,6 +26,7 @@ import ast
 import contextlib
 import functools
 import json
+import os
 import re
 import sys
 import traceback
@@ -71,16 +72,117 @@ def mask(text):
     return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
 
 
+INSTALLED_MARKERS = ("/site-packages/", "/dist-packages/")
+CHECKOUT_LAYOUT = re.compile(r"(?:^|/)src/(?=[A-Za-z_]\w*/)")
+_LOADED = {"count": -1, "files": {}}
+
+
 def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
+    return resolve(filename)[0]
+
+
+def resolve(filename, lineno=None, function=""):
+    """(dotted module, real file or None): `conformance.reasons.resolve`, restated."""
+    return _resolved(filename, lineno or 0, function or "", len(sys.modules), tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(filename, lineno, function, _modules, _path):
+    if filename.startswith("<"):
+        return _dotted(Path(filename).name), None
+    given = os.path.normpath(filename)
+    real = _locate(given, lineno, function)
+    if real is not None:
+        below = (_below_installed(given) or _loaded_as(real) or _below_installed(real) or _below_package(real)
+                 or _below_root(real) or _below_root(str(Path(given))) or Path(real).name)
+        return _dotted(below), real
+    relative = None if os.path.isabs(given) else _without_parents(given)
+    return _dotted(_below_installed(given) or _below_checkout(given) or _below_root(given) or relative
+                   or Path(given).name), None
+
+
+def _dotted(path):
     return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
+
+
+def _below_installed(path):
+    for marker in INSTALLED_MARKERS:
+        if marker in "/" + path:
+            return ("/" + path).rsplit(marker, 1)[1]
+    return None
+
+
+def _below_checkout(path):
+    found = list(CHECKOUT_LAYOUT.finditer(path))
+    return path[found[-1].end():] if found else None
+
+
+def _without_parents(path):
+    parts = Path(path).parts
+    while parts and parts[0] in ("..", "."):
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+def _roots():
+    return sorted({os.path.realpath(p) for p in sys.path if p}, key=len, reverse=True)
+
+
+def _below_root(path):
+    return next((path[len(root) + 1:] for root in _roots() if path.startswith(root + "/")), None)
+
+
+def _below_package(real):
+    folder = os.path.dirname(real)
+    top = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        top, folder = folder, os.path.dirname(folder)
+    return os.path.relpath(real, os.path.dirname(top)) if top else None
+
+
+def _loaded():
+    if _LOADED["count"] != len(sys.modules):
+        files = {}
+        for name, module in list(sys.modules.items()):
+            try:
+                file = vars(module).get("__file__")
+            except TypeError:
+                continue
+            if name not in ("__main__", "__mp_main__") and isinstance(file, str) and file.endswith(".py"):
+                files.setdefault(os.path.basename(file), []).append((file, name))
+        _LOADED.update(count=len(sys.modules), files=files)
+    return _LOADED["files"]
+
+
+def _loaded_as(real):
+    names = [name for file, name in _loaded().get(os.path.basename(real), []) if os.path.realpath(file) == real]
+    if not names:
+        return None
+    name = sorted(names, key=lambda n: (-n.count("."), n))[0]
+    return name.replace(".", "/") + ("/__init__.py" if real.endswith("/__init__.py") else ".py")
+
+
+def _locate(given, lineno, function):
+    if os.path.isabs(given) and os.path.isfile(given):
+        return os.path.realpath(given)
+    for tail in (_below_installed(given), _below_checkout(given),
+                 None if os.path.isabs(given) else _without_parents(given)):
+        if not tail:
+            continue
+        found = {os.path.realpath(file) for file, _ in _loaded().get(os.path.basename(tail), [])
+                 if ("/" + os.path.normpath(file)).endswith("/" + tail)}
+        found |= {os.path.realpath(os.path.join(root, tail)) for root in _roots()
+                  if os.path.isfile(os.path.join(root, tail))}
+        if found:
+            return min(found, key=lambda real: (not _defines(real, lineno, function),
+                                                _dotted(_loaded_as(real) or _below_package(real) or real).count("."),
+                                                real))
+    return None
+
+
+def _defines(filename, lineno, function):
+    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
+    return bool(inside and function and inside[-1].rsplit(".", 1)[-1] == function)
 
 
 @functools.lru_cache(maxsize=256)
@@ -105,17 +207,18 @@ def _definitions(filename):
 
 
 def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
+    """``module:qualname`` of the innermost def or class around `lineno` of `filename`, read where it really is."""
+    module, real = resolve(filename, lineno, function)
+    inside = [name for first, last, name in (_definitions(real) if real else ()) if lineno and first <= lineno <= last]
     name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
+    return f"{module}:{name}"
 
 
 def site_of(frames):
     frames = list(frames or [])
     if not frames:
         return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
+    frame = ([f for f in frames if "/transformers/" in "/" + f.filename] or frames)[-1]
     return site(frame.filename, frame.lineno, frame.name)
 
 

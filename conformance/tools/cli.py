@@ -11,6 +11,7 @@
     conformance merge --parts DIR -o OUT.json [--device D --dtype T --backend B]
     conformance explain CLASS CHECK [--device D --dtype T --backend B]
     conformance expectations --update RUN.json [--file PATH]
+    conformance expectations --migrate-sites PATH... [--dry-run]
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
@@ -189,6 +190,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_expectations(args) -> int:
+    if args.migrate_sites:
+        return _migrate_sites([Path(path) for path in args.migrate_sites], write=not args.dry_run)
     if bool(args.update) == bool(args.judge):
         raise CliError("expectations: pass --update RUN.json (rewrite the file from a run) or --judge RUN.json "
                        "-o OUT.json (judge a run again against the file), one of them")
@@ -213,6 +216,29 @@ def cmd_expectations(args) -> int:
         raise CliError(str(exc)) from None
     print(f"wrote {written}")
     return 0
+
+
+def _migrate_sites(paths: list[Path], write: bool) -> int:
+    """Each file's fingerprint sites renamed to today's rule (`conformance.gate.sites`), in this environment's
+    transformers (run it in the env of the version the files were made with)."""
+    from conformance.gate.sites import migrate_file
+
+    for path in paths:
+        try:
+            renames = migrate_file(path, write=write)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"expectations --migrate-sites: {exc}") from None
+        print(f"{path}: {len(renames)} site(s) {'renamed' if write else 'to rename'}")
+        for (old, new), count in sorted(_counted(renames).items()):
+            print(f"  {count} x {old} -> {new}")
+    return 0
+
+
+def _counted(pairs: list) -> dict:
+    counts: dict = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
 
 
 def cmd_versions(args) -> int:
@@ -487,6 +513,10 @@ def build_parser() -> argparse.ArgumentParser:
                    "as they are now (no cell runs), written to -o")
     p.add_argument("-o", "--output", metavar="OUT.json", help="with --judge: the run file to write")
     p.add_argument("--file", metavar="PATH", help="expectations file (default: the installed version's)")
+    p.add_argument("--migrate-sites", nargs="+", metavar="PATH", help="rename the fingerprint sites of these "
+                   "expectations files or run files to today's rule, read in this environment's transformers")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --migrate-sites: say what would be renamed, write nothing")
     p.set_defaults(func=cmd_expectations)
 
     p = sub.add_parser("plan", help="impacted classes and how many gate shards fit a time budget")

@@ -114,7 +114,7 @@ def test_every_kind_has_a_row_per_dtype_and_float32_keeps_its_values():
 
 
 def test_a_reproducer_pastes_the_tolerance_of_its_run_dtype():
-    from conformance.report.repro_steps import tolerance_constants
+    from conformance.report.repro_templates.common import tolerance_constants
 
     for dtype in ("float32", "bfloat16", "float16"):
         constants = tolerance_constants(SimpleNamespace(dtype=dtype), "export")

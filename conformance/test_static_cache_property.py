@@ -31,7 +31,6 @@ def _prompts(case, lengths: list[int], seed: int) -> dict:
        seed=st.integers(0, 2**16))
 def test_static_cache_property(property_model, request, lengths, new_tokens, seed):
     """Static and dynamic caches agree for any batch size, prompt lengths and token count."""
-    from conformance.checks.static_cache import compare_static_dynamic
     from conformance.run.session import session_of
 
     session = session_of(request.config)
@@ -39,8 +38,17 @@ def test_static_cache_property(property_model, request, lengths, new_tokens, see
         pytest.skip(f"{property_model} not selected by --models")
     _unmeasured_on_4x(property_model)
     case = session.case_for(property_model)
-    compare_static_dynamic(case.fresh_model, _prompts(case, lengths, seed), new_tokens,
-                           tolerance(str(case.dtype), case.backend))
+    compare_on(case, _prompts(case, lengths, seed), new_tokens)
+
+
+def compare_on(case, inputs: dict, new_tokens: int) -> dict:
+    """`static_cache`'s comparison of `case` on `inputs`, the scores and the cache contents each judged at the
+    run's dtype (`tolerances`: the case's backend, and the ``cache_contents`` kind)."""
+    from conformance.checks.static_cache import compare_static_dynamic
+
+    dtype = str(case.dtype)
+    return compare_static_dynamic(case.fresh_model, inputs, new_tokens, tolerance(dtype, case.backend),
+                                  tolerance(dtype, "cache_contents"))
 
 
 # A transformers bug, not a harness gap (issue 15; research/truth): the mask shortcut assumes causal modules.

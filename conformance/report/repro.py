@@ -18,7 +18,9 @@ Contracts:
   transformers only (onnxruntime for the ONNX checks), the tiny config as a
   literal dict rebuilt with the config class's ``from_dict``, the model
   built as the suite builds it (seed 0, all-zero weights woken), the inputs
-  inline (`repro_values.Inputs`), the pieces of `repro_parts` its steps call,
+  inline (`repro_values.Inputs`); a half-precision run's script casts both
+  to its dtype (``DTYPE``, floating inputs only) and pastes that dtype's
+  tolerances, a float32 run's is as it always was; the pieces of `repro_parts` its steps call,
   ``reproduce()``, and the reporting part (`repro_report`) whose last line
   is ``REPRO-RESULT {json}``. It never imports `conformance`; the generator
   compiles it (a syntax error is the generator's bug, reported as such).
@@ -90,6 +92,7 @@ def build_context(group: findings.Group, cell, envelope: dict) -> Context:
 
     check, column_backend = split_column(cell.check)
     backend = column_backend or envelope["environment"].get("backend", "eager")
+    dtype = envelope["environment"].get("dtype", "float32")  # a run file that names none ran float32
     recorded = envelope["models"][cell.model]["cells"][cell.check]
     info = by_name().get(cell.model)
     if info is None:
@@ -108,7 +111,7 @@ def build_context(group: findings.Group, cell, envelope: dict) -> Context:
         sample = case.inputs()
     except Exception:  # the model (or its inputs) cannot be made: a `build` script shows the construction
         case = Case(info=info, tiny=tiny, sample=None) if sample is None else case
-    return Context(group, cell, recorded, case, check, backend, sample)
+    return Context(group, cell, recorded, case, check, backend, dtype, sample)
 
 
 def _import(cls: type) -> str:
@@ -202,7 +205,21 @@ def _model_source(ctx: Context) -> list[str]:
             "        for name, param in model.named_parameters():",
             '            if param.is_floating_point() and not name.endswith("bias") and not param.any():',
             "                param.normal_(0.0, 0.02)",
-            "    return model.eval()"]
+            f"    return model{'' if _full_precision(ctx) else '.to(DTYPE)'}.eval()"]
+
+
+def _full_precision(ctx: Context) -> bool:
+    """Whether the run was float32 (its scripts build as they always did) rather than a half-precision run."""
+    return ctx.dtype == "float32"
+
+
+IN_DTYPE = ["def in_dtype(value):",
+            '    """Floating tensors cast to the run\'s dtype (DTYPE), as the suite cast the inputs it fed."""',
+            "    if isinstance(value, torch.Tensor) and value.is_floating_point():",
+            "        return value.to(DTYPE)",
+            "    if isinstance(value, (list, tuple)):",
+            "        return type(value)(in_dtype(v) for v in value)",
+            "    return value"]
 
 
 def render_script(ctx: Context, steps: Steps, envelope: dict) -> str:
@@ -222,6 +239,9 @@ def render_script(ctx: Context, steps: Steps, envelope: dict) -> str:
                   f'    """The inputs {ctx.check} fed (token ids literal, media seeded random: see the header)."""',
                   "    g = torch.Generator().manual_seed(0)",
                   "    return {", block, "    }"]
+        if not _full_precision(ctx):
+            sample = IN_DTYPE + ["", ""] + sample[:3] + ["    inputs = {", block, "    }",
+                                                         "    return {k: in_dtype(v) for k, v in inputs.items()}"]
     plain = sorted({"import sys", *(repro_parts.IMPORTS if steps.parts else ()),
                     *(i for i in steps.imports if i.startswith("import "))})
     imports = [*plain, "", "import torch", "import transformers", _import(ctx.case.info.model_class),
@@ -233,7 +253,8 @@ def render_script(ctx: Context, steps: Steps, envelope: dict) -> str:
     parts = repro_parts.sources(steps.parts)
     source = "\n".join([
         *_header(ctx, steps, writer.recipes, notes, envelope), "", *imports, "",
-        f"CONFIG = {config}", *[f"{name} = {value}" for name, value in steps.constants.items()], "", "",
+        f"CONFIG = {config}", *([] if _full_precision(ctx) else [f"DTYPE = torch.{ctx.dtype}"]),
+        *[f"{name} = {value}" for name, value in steps.constants.items()], "", "",
         *_model_source(ctx), "", "", *(sample + ["", ""] if sample else []),
         *(["# --- the check's pieces (vlm-conformance's rules, restated) ---", "", parts, "", ""] if parts else []),
         *body, "", "",

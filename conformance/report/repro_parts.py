@@ -47,7 +47,7 @@ def logits_of(output):
     return output[0]
 
 
-def close(actual, expected, atol, rtol=1.3e-6):
+def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
     elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
     if actual.shape != expected.shape:

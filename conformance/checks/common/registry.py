@@ -31,7 +31,8 @@ Contract:
 * `declared_tolerance(case)` is the `Tolerance` the running check judges
   with, the one place a check asks for it: `tolerances.tolerance` at the
   case's dtype for the backend its `check(tolerance=...)` names, else the
-  case's backend. It answers while a check runs (`Check.run`, what
+  case's backend; `declared_tolerance(case, kind)` that of a comparison
+  with its own kind (`tolerances.KINDS`: ``cache_contents``). It answers while a check runs (`Check.run`, what
   `run_check` calls); anywhere else it raises RuntimeError (a helper used
   outside a check takes its tolerance as an argument).
 * `Check.missing()` is the required packages not installed here (no import:
@@ -146,13 +147,14 @@ def _running_as(check_id: str, fn: Callable[..., dict]) -> Callable[..., dict]:
     return run
 
 
-def declared_tolerance(case) -> tolerances.Tolerance:
+def declared_tolerance(case, kind: str = "") -> tolerances.Tolerance:
     """The tolerance the running check judges `case` with: its declared backend's (`check(tolerance=...)`), else
-    the case's, at the case's dtype. RuntimeError outside a running check."""
+    the case's, at the case's dtype; with `kind`, that kind of comparison's (`tolerances.KINDS`, e.g.
+    ``cache_contents``) at the case's dtype. RuntimeError outside a running check."""
     check_id = _running.get()
     if check_id is None:
         raise RuntimeError("declared_tolerance() asked outside a running check: pass the tolerance in instead")
-    return tolerances.tolerance(str(case.dtype), CHECKS[check_id].tolerance or case.backend)
+    return tolerances.tolerance(str(case.dtype), kind or CHECKS[check_id].tolerance or case.backend)
 
 
 def load_all() -> dict[str, Check]:

@@ -13,7 +13,7 @@ import inspect
 
 import torch
 
-from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.common import module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 
 COMPILE_AS = 'failing_as("exception", unsupported="graph_break", backend=BACKEND)'
@@ -33,7 +33,7 @@ def build(ctx: Context) -> Steps:
 
 
 def compile_prefill(ctx: Context) -> Steps:
-    constants = {"BACKEND": repr(ctx.backend), "ATOL": repr(atol(ctx.backend)), "RTOL": repr(rtol())}
+    constants = {"BACKEND": repr(ctx.backend), **tolerance_constants(ctx, ctx.backend)}
     body = ["inputs = sample_inputs()"]
     if ctx.kind == "backend":
         body += ["with torch.no_grad():  # dynamo alone (backend eager) traces the same call fullgraph",
@@ -141,7 +141,7 @@ def compile_decode(ctx: Context) -> Steps:
                          "is not written standalone")
     facts = _decode_facts(ctx)
     new = 5
-    constants = {"BACKEND": repr(ctx.backend), "ATOL": repr(atol(ctx.backend)), "RTOL": repr(rtol()),
+    constants = {"BACKEND": repr(ctx.backend), **tolerance_constants(ctx, ctx.backend),
                  "NEW_TOKENS": repr(facts.get("new", new))}
     body = ["inputs = sample_inputs()",
             "eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)"]
@@ -242,7 +242,7 @@ def static_cache(ctx: Context) -> Steps:
                     '        return ""',
                     '    return f" (float64 witness: {divergence(static, dynamic)[1]:.3g})"',
                     ""]
-    constants = {"NEW_TOKENS": "10", "ATOL": repr(atol("eager")), "RTOL": repr(rtol())}
+    constants = {"NEW_TOKENS": "10", **tolerance_constants(ctx, "eager")}
     return Steps(helpers + body, parts=("greedy", "close", "scores_diff"), constants=constants, inputs=inputs,
                  notes=["left out: the comparison of the cache contents layer by layer (static_cache's last step)"])
 
@@ -321,7 +321,7 @@ def legacy_cache(ctx: Context) -> Steps:
             '        what += ".from_legacy_cache" if hasattr(type(converted), "from_legacy_cache") else "(tuples)"',
             '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
     constants = {"IDS": repr(facts["ids"]), "CACHE": repr(facts["kwarg"]), "DECODE_STEPS": "2",
-                 "EXTRA": repr(facts["extra"]), "ATOL": repr(atol("eager")), "RTOL": repr(rtol())}
+                 "EXTRA": repr(facts["extra"]), **tolerance_constants(ctx, "eager")}
     return Steps(helpers + body, parts=("logits_of", "close", "cache_of", "to_legacy", "from_legacy"),
                  constants=constants, inputs=facts["inputs"],
                  notes=["left out: what a raw legacy tuple passed to forward does (legacy_cache's last step)"])

@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.common import module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
@@ -60,7 +60,7 @@ def export_forward(ctx: Context) -> Steps:
             "model = tiny_model()",
             f"loaded = export_and_reload(LogitsModule(model, CONSTANTS), inputs, strict={strict})"]
     return Steps(body + _compare_loaded(), parts=("export_and_reload", "close", "logits_of"), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+                 constants={"CONSTANTS": _constants(constants), **tolerance_constants(ctx, "export")})
 
 
 def export_dynamic(ctx: Context) -> Steps:
@@ -181,7 +181,7 @@ def export_generate(ctx: Context) -> Steps:
             body += ["with torch.no_grad():", "    _, *state = decoder(embeds, **text)"]
         body.append(f"programs[{name!r}] = export_part({call})")
         if name == stage:
-            return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart"))
+            return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart"))
     body += ["",
              "def run(name, *args, **kwargs):",
              "    return programs[name].module()(*args, **kwargs)",
@@ -206,7 +206,7 @@ def export_generate(ctx: Context) -> Steps:
              "if not within:",
              '    raise Finding("contract", f"prefill of the exported programs vs a forward without cache: logits "',
              '                              f"differ by {beyond}")']
-    return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
+    return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
                                 "close", "logits_of"), new_tokens=8)
 
 
@@ -232,9 +232,9 @@ def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
             "logits = logits_list"]
 
 
-def _steps(body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
+def _steps(ctx: Context, body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
     constants = {"MAX_LEN": repr(facts["max_len"]), "NEW_TOKENS": repr(new_tokens),
-                 "ATOL": repr(atol("export")), "RTOL": repr(rtol()), **more}
+                 **tolerance_constants(ctx, "export"), **more}
     return Steps(body, parts=parts, constants=constants, inputs=facts["inputs"])
 
 
@@ -269,7 +269,7 @@ def export_onnx(ctx: Context) -> Steps:
     parts = ("onnx_export", "OrtProgram", "close", "logits_of") + (("LogitsModule",) if exporter == "torch" else ())
     return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
                  constants={"CONSTANTS": _constants(constants), "EXPORTER": repr(exporter),
-                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+                            **tolerance_constants(ctx, "export")})
 
 
 def onnx_generate(ctx: Context) -> Steps:
@@ -300,7 +300,7 @@ def onnx_generate(ctx: Context) -> Steps:
                      "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]
         body.append(f"onnx_part({name!r}, {call})")
         if name == stage:
-            steps = _steps(body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
+            steps = _steps(ctx, body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
             steps.imports = imports
             return steps
     body += ["POSITIONAL = {'embed_prefill': ('input_ids',), 'embed_step': ('input_ids',), "
@@ -344,6 +344,6 @@ def onnx_generate(ctx: Context) -> Steps:
              "    if not torch.equal(onnx_tokens[:, step], expected_tokens[:, step]):",
              '        raise Finding("contract", f"tokens from the ONNX parts differ from eager generate at new token "',
              '                                  f"{step}: {onnx_tokens[0].tolist()} vs {expected_tokens[0].tolist()}")']
-    steps = _steps(body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
+    steps = _steps(ctx, body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
     steps.imports = imports
     return steps

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 
-from conformance.report.repro_templates.common import atol, rtol
+from conformance.report.repro_templates.common import tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
@@ -67,8 +67,7 @@ def exporter_forward(ctx: Context) -> Steps:
                  '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
     return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "close",
                               "logits_of"), inputs=tensors,
-                 constants={"CONSTANTS": _literal(constants), "ATOL": repr(atol("export")),
-                            "RTOL": repr(rtol())},
+                 constants={"CONSTANTS": _literal(constants), **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
                         "(the check also calls it on a prompt of another length)"])
 
@@ -112,7 +111,7 @@ def exporter_generate(ctx: Context) -> Steps:
                  '                      f"eager generate by {beyond}", what="logits from the components differ")']
     return Steps(body, parts=("exporter_of", "exporter_call", "RoutedGenerate", "close"), inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
-                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())},
+                            **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "
                         "static cache, greedy; one request (the check also generates for a prompt of another "
                         "length)"])

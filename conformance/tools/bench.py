@@ -155,17 +155,20 @@ def real_sample(model, device: str, dtype: torch.dtype) -> dict[str, torch.Tenso
 
 
 def select(models: str, sizes: str, shapes_path: Path = SHAPES) -> list[str]:
-    from conformance.discover import class_index, select_classes
+    from conformance.discover import NoMatch, class_index, model_types, select_classes
 
+    patterns = [p.strip() for p in models.split(",") if p.strip()]
     if sizes == "real":
         names = list(load_shapes(shapes_path))
-        index = {n: n for n in names}
+        index, types = {n: n for n in names}, {}
     else:
         index = class_index()
         names = sorted(set(index.values()))
-    patterns = [p.strip() for p in models.split(",") if p.strip()]
+        types = model_types() if patterns else {}
     try:
-        return select_classes(patterns, index, names) if patterns else []
+        return select_classes(patterns, index, names, types) if patterns else []
+    except NoMatch as exc:
+        raise BenchError(f"--models: {exc}") from None
     except LookupError as exc:
         raise BenchError(f"--models: nothing matches {exc.args[0]!r}") from None
 

@@ -84,3 +84,48 @@ def test_explain_resolves_a_model_type_and_suggests_the_nearest_class():
         explain.resolve_model("Lava")
     with pytest.raises(explain.ExplainError, match="selects .* classes"):
         explain.resolve_model("*Llava*")
+
+
+# --------------------------------------------------------------------------- the package as the suite
+
+
+def test_the_package_is_the_matrix_and_collect_only_writes_no_file(tmp_path):
+    """`pytest --pyargs conformance --models X --collect-only` (README): matrix cells only, no reports/ folder."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "HYPOTHESIS_STORAGE_DIRECTORY": str(tmp_path.parent / "hypothesis")}  # hypothesis's cache
+    done = subprocess.run([sys.executable, "-m", "pytest", "--pyargs", "conformance", "--models", LLAVA,
+                           "--collect-only", "-q", "-p", "no:cacheprovider"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    collected = [line for line in done.stdout.splitlines() if "::" in line]
+    assert collected and all(line.startswith(("test_matrix.py::", "test_static_cache_property.py::"))
+                             for line in collected), collected
+    assert list(tmp_path.iterdir()) == []
+
+
+class Config:
+    """What `plugin.wants_meta` reads of a pytest config."""
+
+    def __init__(self, args: list[str], meta: bool = False, pyargs: bool = False):
+        from conformance.run.plugin import PACKAGE
+
+        self.args = args
+        self.option = type("Option", (), {options.dest("meta"): meta, "pyargs": pyargs})()
+        self.invocation_params = type("Params", (), {"dir": PACKAGE.parent})()
+
+
+@pytest.mark.parametrize("args, meta, pyargs, wanted", [
+    (["conformance"], False, True, False),  # the package: the matrix
+    (["conformance"], False, False, False),  # the checkout's folder: the matrix
+    (["conformance"], True, False, True),  # --meta
+    (["conformance/meta"], False, False, True),  # a path under conformance/meta
+    (["conformance/meta/test_cli.py::test_render_to_stdout_and_file"], False, False, True),
+    (["conformance.meta.test_cli"], False, True, True),  # a meta module by name
+])
+def test_the_meta_tests_run_only_when_asked_for(args, meta, pyargs, wanted):
+    from conformance.run.plugin import wants_meta
+
+    assert wants_meta(Config(args, meta, pyargs)) is wanted

@@ -5,7 +5,8 @@ Contracts (the hooks of `LifecycleHooks`):
 * at session start every option and input file is resolved (a bad one ends
   the run with one line, before anything runs or is written); the
   controller removes the part files an interrupted run left and writes the
-  run's environment into the parts folder;
+  run's environment into the parts folder; a ``--collect-only`` run writes
+  nothing (no parts folder, no envelope);
 * after collection the collector is kept off what is alive by then
   (`gc.freeze`: torch, transformers, every discovered class);
 * at session end (also after Ctrl-C) the controller writes the envelope
@@ -64,6 +65,8 @@ class LifecycleHooks:
     def pytest_sessionstart(self, session):
         state = self.session
         state.validate()
+        if state.collect_only:  # --collect-only writes nothing: no parts folder, so no envelope at the end
+            return
         if state.is_worker:
             isolation.enable_crash_dumps(state.dump_file())
             return

@@ -63,6 +63,8 @@ OPTIONS = (
     ("changed-files", dict(nargs="+", default=[], help="run only classes impacted by these transformers files")),
     ("since", dict(default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")),
     ("transformers-repo", dict(default="", help="a transformers checkout, for --since")),
+    ("meta", dict(action="store_true", default=False,
+                  help="also run the suite's own tests (conformance/meta); naming a path under it runs them too")),
     ("cell-timeout", dict(type=float, default=300.0, help="seconds before a cell becomes `timeout`")),
     ("cell-timeout-grace", dict(
         type=float, default=DEFAULT_GRACE,
@@ -88,7 +90,7 @@ def add_options(parser) -> None:
     """Declare `--conformance-<name>` for every option: safe in any pytest run (nobody else uses the prefix)."""
     group = parser.getgroup(GROUP, GROUP_HELP)
     for name, attrs in OPTIONS:
-        metavar = {} if "choices" in attrs else {"metavar": short_dest(name).upper()}
+        metavar = {} if "choices" in attrs or "action" in attrs else {"metavar": short_dest(name).upper()}
         group.addoption(f"--conformance-{name}", dest=dest(name), **metavar, **attrs)
 
 

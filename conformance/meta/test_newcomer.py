@@ -129,3 +129,31 @@ def test_the_meta_tests_run_only_when_asked_for(args, meta, pyargs, wanted):
     from conformance.run.plugin import wants_meta
 
     assert wants_meta(Config(args, meta, pyargs)) is wanted
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
+    """`conformance diff A B | head -1`: no BrokenPipeError traceback, the shell's status of a closed pipe."""
+    import json
+    import subprocess
+    import sys
+
+    from conformance.meta.test_report import cell, make_envelope
+    from conformance.tools import cli
+
+    old, new = make_envelope(), make_envelope()
+    row = old["models"]["AlphaForConditionalGeneration"]
+    for i in range(3000):  # far more changed cells than a pipe's buffer holds
+        name = f"M{i}ForConditionalGeneration"
+        old["models"][name] = {**row, "cells": {"build": cell("pass")}}
+        new["models"][name] = {**row, "cells": {"build": cell("fail")}}
+    for name, data in (("old.json", old), ("new.json", new)):
+        (tmp_path / name).write_text(json.dumps(data))
+    process = subprocess.Popen([sys.executable, "-m", "conformance.tools.cli", "diff", "old.json", "new.json"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stdout.readline()
+    process.stdout.close()  # as `head -1` does
+    assert process.wait(timeout=120) == cli.BROKEN_PIPE
+    assert process.stderr.read() == ""

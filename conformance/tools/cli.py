@@ -27,7 +27,8 @@ comparison beyond its check's tolerance; `explain` returns 1 when the cell does 
 `flags --check` returns 1 when a declared flag disagrees unambiguously with the observation;
 `plan` returns `NOTHING_TO_CHECK` (10, as a run does) when the changed files are real but affect no class,
 printing "nothing to check: ..." (with --json: its `nothing_to_check`), and 2 for a path that names no
-file of the transformers being gated.
+file of the transformers being gated. A reader that closes the pipe early
+(`conformance diff ... | head`) ends any command quietly with 141 (128 + SIGPIPE).
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -35,6 +36,7 @@ need them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -43,6 +45,8 @@ from conformance.report import envelope as report
 from conformance.tools.errors import USAGE_ERROR, CliError, write_files
 from conformance.tools.publishing import published_files, published_picture
 from conformance.tools.pytest_options import PytestOptions
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports of a tool whose reader closed the pipe
 
 
 class _Parser(argparse.ArgumentParser):
@@ -548,6 +552,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("conformance: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (`conformance diff ... | head`): stop quietly, as a Unix tool does
+        _silence_stdout()
+        return BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not raise the same error again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout): nothing will flush to the pipe
+        pass
 
 
 if __name__ == "__main__":

@@ -157,3 +157,24 @@ def test_a_reader_that_leaves_early_ends_the_command_quietly(tmp_path):
     process.stdout.close()  # as `head -1` does
     assert process.wait(timeout=120) == cli.BROKEN_PIPE
     assert process.stderr.read() == ""
+
+
+def help_of(capsys, *argv: str) -> str:
+    from conformance.tools import cli
+
+    with pytest.raises(SystemExit) as done:
+        cli.main([*argv, "--help"])
+    assert done.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse's wrapping undone
+
+
+def test_the_help_texts_say_what_each_command_takes_and_does(capsys):
+    main = help_of(capsys)
+    assert "list, status, run, publish, and gate" in main
+    bench = help_of(capsys, "bench")
+    assert "--suite RUN.json" in bench and "what the matrix itself costs per check" in bench
+    assert "{," not in bench and ",}" not in bench  # no empty choice
+    explain = help_of(capsys, "explain")
+    assert "CLASS a discovered class" in explain and "CHECK a check id" in explain
+    assert "1 when it does not (a known failure, xfail, included)" in explain
+    assert "model types (llava)" in help_of(capsys, "plan")

@@ -470,11 +470,11 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="conformance bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="", help=f"class names or globs (cpu default: {DEFAULT_CPU_MODELS})")
+    p.add_argument("--models", default="", help=f"class names, model types or globs, any case (cpu default: {DEFAULT_CPU_MODELS})")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--dtype", default="", choices=["", "float32", "bfloat16", "float16"],
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default float32 on cpu, bfloat16 on cuda")
-    p.add_argument("--sizes", default="", choices=["", "tiny", "real"], help="default tiny on cpu, real on cuda")
+    p.add_argument("--sizes", default=None, choices=["tiny", "real"], help="default tiny on cpu, real on cuda")
     p.add_argument("--backend", default="inductor", help="dynamo backend of the compiled side")
     p.add_argument("--image-tokens", type=_counts, default=None, help="sweep points, e.g. 64,256,2304")
     p.add_argument("--new-tokens", type=int, default=32, help="decode steps timed per run")
@@ -483,6 +483,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", type=Path, default=SHAPES,
                    help="the realistic shapes of --sizes real (default: the package's bench/shapes.json)")
     p.add_argument("--out", default="reports/bench-cpu", help="output path without suffix (.json .md .png)")
+    p.add_argument("--suite", nargs="+", metavar="RUN.json", help="another question: what the matrix itself costs "
+                   "per check, from a run's pytest-json-report (RUN.json [EARLIER.json]: the change since); "
+                   "`conformance bench --suite --help` for its options (conformance.tools.suite_cost)")
     return p
 
 

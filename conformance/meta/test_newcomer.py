@@ -103,6 +103,7 @@ def test_the_package_is_the_matrix_and_collect_only_writes_no_file(tmp_path):
     collected = [line for line in done.stdout.splitlines() if "::" in line]
     assert collected and all(line.startswith(("test_matrix.py::", "test_static_cache_property.py::"))
                              for line in collected), collected
+    assert all(LLAVA in line for line in collected), collected  # the property tests follow --models too
     assert list(tmp_path.iterdir()) == []
 
 

@@ -96,6 +96,8 @@ def pytest_load_initial_conftests(early_config, parser, args):
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
     config.addinivalue_line("markers", "meta: fast tests of the harness itself")
+    config.addinivalue_line("markers", "conformance_models(*names): a test over those of these classes the run "
+                            "selects (takes property_model)")
     if not targets_the_suite(config):
         return
     _activate(config)

@@ -179,3 +179,16 @@ def test_the_help_texts_say_what_each_command_takes_and_does(capsys):
     assert "CLASS a discovered class" in explain and "CHECK a check id" in explain
     assert "1 when it does not (a known failure, xfail, included)" in explain
     assert "model types (llava)" in help_of(capsys, "plan")
+
+
+# --------------------------------------------------------------------------- a one-check run's header
+
+
+def test_the_header_says_the_extras_not_installed_in_one_line():
+    from conformance.run.lifecycle import not_run_lines
+
+    onnx, et = "needs onnxruntime, not installed: pip install x[onnx]", "needs executorch, not installed: pip install x[et]"
+    lines = not_run_lines({"export_onnx": onnx, "onnx_generate": onnx, "executorch": et,
+                           "compile_dynamic": "opt-in: --checks compile_dynamic runs it"})
+    assert lines == [f"conformance: not run: export_onnx, onnx_generate ({onnx}); executorch ({et})",
+                     "conformance: not run: compile_dynamic (opt-in: --checks compile_dynamic runs it)"]

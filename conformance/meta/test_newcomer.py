@@ -11,7 +11,8 @@ from conformance.run import options
 
 pytestmark = pytest.mark.meta
 
-LLAVA, NEXT, PALI = "LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration", "PaliGemmaForConditionalGeneration"
+LLAVA, NEXT = "LlavaForConditionalGeneration", "LlavaNextForConditionalGeneration"
+PALI = "PaliGemmaForConditionalGeneration"
 NAMES = [LLAVA, NEXT, PALI]
 INDEX = {n: n for n in NAMES}
 TYPES = {LLAVA: "llava", NEXT: "llava_next", PALI: "paligemma"}
@@ -187,7 +188,8 @@ def test_the_help_texts_say_what_each_command_takes_and_does(capsys):
 def test_the_header_says_the_extras_not_installed_in_one_line():
     from conformance.run.lifecycle import not_run_lines
 
-    onnx, et = "needs onnxruntime, not installed: pip install x[onnx]", "needs executorch, not installed: pip install x[et]"
+    onnx = "needs onnxruntime, not installed: pip install x[onnx]"
+    et = "needs executorch, not installed: pip install x[et]"
     lines = not_run_lines({"export_onnx": onnx, "onnx_generate": onnx, "executorch": et,
                            "compile_dynamic": "opt-in: --checks compile_dynamic runs it"})
     assert lines == [f"conformance: not run: export_onnx, onnx_generate ({onnx}); executorch ({et})",

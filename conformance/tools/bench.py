@@ -470,7 +470,8 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="conformance bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="", help=f"class names, model types or globs, any case (cpu default: {DEFAULT_CPU_MODELS})")
+    p.add_argument("--models", default="",
+                   help=f"class names, model types or globs, any case (cpu default: {DEFAULT_CPU_MODELS})")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
     p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default float32 on cpu, bfloat16 on cuda")

@@ -5,7 +5,8 @@ Contracts (the hooks of `LifecycleHooks`):
 * at session start every option and input file is resolved (a bad one ends
   the run with one line, before anything runs or is written); the
   controller removes the part files an interrupted run left and writes the
-  run's environment into the parts folder;
+  run's environment into the parts folder; a ``--collect-only`` run writes
+  nothing (no parts folder, no envelope);
 * after collection the collector is kept off what is alive by then
   (`gc.freeze`: torch, transformers, every discovered class);
 * at session end (also after Ctrl-C) the controller writes the envelope
@@ -15,8 +16,8 @@ Contracts (the hooks of `LifecycleHooks`):
 * the terminal header says which expectations files apply under which
   conditions (the envelope's `environment.expectations` too), what a
   selection or shard option chose, and which checks are not run because
-  their required packages are missing (one line per missing extra, with the
-  install command) or they are opt-in columns --checks did not name (one
+  their required packages are missing (one line for every extra not
+  installed, each with its install command) or they are opt-in columns --checks did not name (one
   line per group, with the --checks that runs them); the terminal ends with the run's short summary
   (`report.summary`: counts per check, regressions and stale expectations by
   name, the files written), after pytest's own summary lines;
@@ -43,11 +44,16 @@ from conformance.run import isolation, options, shards
 
 
 def not_run_lines(not_run: dict[str, str]) -> list[str]:
-    """`conformance: not run: a, b (needs ..., not installed: pip install ...)`, one line per reason."""
+    """`conformance: not run: a, b (needs ..., not installed: pip install ...)`: one line for every optional extra
+    not installed (their reasons joined by "; "), one line per other reason (an opt-in group)."""
     by_reason: dict[str, list[str]] = {}
     for check_id, why in not_run.items():
         by_reason.setdefault(why, []).append(check_id)
-    return [f"conformance: not run: {', '.join(ids)} ({why})" for why, ids in by_reason.items()]
+    groups = [f"{', '.join(ids)} ({why})" for why, ids in by_reason.items()]
+    missing = [g for g, why in zip(groups, by_reason) if "not installed" in why]
+    others = [g for g, why in zip(groups, by_reason) if "not installed" not in why]
+    return ([f"conformance: not run: {'; '.join(missing)}"] if missing else []) + \
+        [f"conformance: not run: {g}" for g in others]
 
 
 class LifecycleHooks:
@@ -64,6 +70,8 @@ class LifecycleHooks:
     def pytest_sessionstart(self, session):
         state = self.session
         state.validate()
+        if state.collect_only:  # --collect-only writes nothing: no parts folder, so no envelope at the end
+            return
         if state.is_worker:
             isolation.enable_crash_dumps(state.dump_file())
             return
@@ -106,7 +114,7 @@ class LifecycleHooks:
             return [f"conformance: {state.nothing_to_check()}"]
         names = state.selected_models()
         how = "impacted by the change" if option("changed_files") or option("since") else "selected"
-        line = f"conformance: {len(names)} classes {how}"
+        line = f"conformance: {len(names)} {'class' if len(names) == 1 else 'classes'} {how}"
         if option("shard"):
             names = shards.share_of(names, option("shard"), state.estimates())
             line += f"; shard {option('shard')}: {len(names)} of them"

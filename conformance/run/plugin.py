@@ -18,6 +18,10 @@ Contract:
   In any other pytest run of the same environment it only declares its
   `--conformance-*` options: no environment variable, option name or
   fixture of that run changes.
+* The suite's own tests (``conformance/meta``) are collected only when the
+  run asks for them: ``--meta``, or a path (or ``--pyargs`` module) under
+  ``conformance/meta``; ``pytest --pyargs conformance`` and ``pytest
+  conformance`` are the matrix alone.
 * Every registered check gets a test function, parametrized over the
   selected classes of the run's case source (`cells`; ids = class names),
   grouped per class so that with ``-n N --dist loadgroup`` one worker builds
@@ -64,6 +68,7 @@ from conformance.run.hooks import CaseSourceHooks
 
 MAX_WORKER_RESTARTS = 100
 PACKAGE = Path(conformance.__file__).resolve().parent
+META = PACKAGE / "meta"
 
 
 def pytest_addhooks(pluginmanager):
@@ -91,6 +96,8 @@ def pytest_load_initial_conftests(early_config, parser, args):
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
     config.addinivalue_line("markers", "meta: fast tests of the harness itself")
+    config.addinivalue_line("markers", "conformance_models(*names): a test over those of these classes the run "
+                            "selects (takes property_model)")
     if not targets_the_suite(config):
         return
     _activate(config)
@@ -112,6 +119,21 @@ def pytest_configure(config):
                         ("conformance-xdist", scheduling.XdistHooks(session)),
                         ("conformance-guard", guard.GuardHooks(session))):
         config.pluginmanager.register(hooks, name)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The suite's run collects its own tests (conformance/meta) only when asked (`wants_meta`): a run of the
+    package (`pytest --pyargs conformance`, `pytest conformance`) is the matrix."""
+    if collection_path.name == META.name and collection_path.resolve() == META and targets_the_suite(config):
+        return None if wants_meta(config) else True
+    return None
+
+
+def wants_meta(config) -> bool:
+    """Whether the run asks for the meta tests: --meta, or a path (or --pyargs module) under conformance/meta."""
+    if getattr(config.option, options.dest("meta"), False):
+        return True
+    return any(path == META or META in path.parents for path in _target_paths(config, None))
 
 
 def targets_the_suite(config, early_args: list[str] | None = None) -> bool:
@@ -181,7 +203,7 @@ def _early_args(config, args: list[str]) -> tuple[list[str], bool]:
 def _short_option_values(args: list[str]) -> list[str]:
     """The values given to the suite's short options in `args` (`--models X`): not yet declared when pytest
     first parses the command line, they are not options to it, and it takes their values for paths."""
-    nargs = {f"--{name}": attrs.get("nargs") for name, attrs in options.OPTIONS}
+    nargs = {f"--{name}": attrs.get("nargs") for name, attrs in options.OPTIONS if "action" not in attrs}
     values, i = [], 0
     while i < len(args):
         flag, i = args[i], i + 1

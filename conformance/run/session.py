@@ -57,6 +57,7 @@ class Session:
     def __init__(self, config):
         self.config = config
         self.is_worker = hasattr(config, "workerinput")
+        self.collect_only = bool(getattr(config.option, "collectonly", False))  # a run that writes nothing
         self.worker = config.workerinput.get("workerid", "gw") if self.is_worker else "main"
         self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
         self.matrix_out = Path(config.getoption("matrix_out"))
@@ -103,7 +104,7 @@ class Session:
         self.conditions = run_conditions(self.device, self.dtype_name, self.backend, torch.__version__)
         self.applied = options.load_expectations(self.config.getoption("expectations"), self.source, self.conditions)
         self.expectations = self.applied.cells
-        if not self.is_worker:
+        if not self.is_worker and not self.collect_only:
             options.check_writable(self.matrix_out)
 
     def expectations_applied(self) -> list[dict]:

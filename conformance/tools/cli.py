@@ -18,7 +18,7 @@
     conformance findings RUN.json [...] --repro DIR [--verify] [--group ID] [--timeout S]
     conformance bench [ARGS...]
     conformance versions [--ci]
-    conformance jobs list|run|publish [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
+    conformance jobs list|status|run|publish|gate [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -28,7 +28,8 @@ comparison beyond its check's tolerance; `explain` returns 1 when the cell does 
 `flags --check` returns 1 when a declared flag disagrees unambiguously with the observation;
 `plan` returns `NOTHING_TO_CHECK` (10, as a run does) when the changed files are real but affect no class,
 printing "nothing to check: ..." (with --json: its `nothing_to_check`), and 2 for a path that names no
-file of the transformers being gated.
+file of the transformers being gated. A reader that closes the pipe early
+(`conformance diff ... | head`) ends any command quietly with 141 (128 + SIGPIPE).
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -36,6 +37,7 @@ need them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -44,6 +46,8 @@ from conformance.report import envelope as report
 from conformance.tools.errors import USAGE_ERROR, CliError, write_files
 from conformance.tools.publishing import published_files, published_picture
 from conformance.tools.pytest_options import PytestOptions
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports of a tool whose reader closed the pipe
 
 
 class _Parser(argparse.ArgumentParser):
@@ -297,6 +301,7 @@ def cmd_plan(args) -> int:
         print(nothing)
         return NOTHING_TO_CHECK
     unknown = [n for n in names if n not in seconds]
+    print(f"classes: {', '.join(names)}")
     print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
           + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
     print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
@@ -501,9 +506,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p, device_default="cpu")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("explain", help="re-run one cell with its full traceback and a reproducer")
-    p.add_argument("model", metavar="CLASS")
-    p.add_argument("check", metavar="CHECK")
+    p = sub.add_parser("explain", help="re-run one cell with its full traceback and a reproducer",
+                       description="Re-run one cell of the matrix (CLASS x CHECK) as the matrix runs it, judged "
+                       "against the expectations, with its full traceback and a one-line reproducer. Exits 0 when "
+                       "the cell passes (or is skipped), 1 when it does not (a known failure, xfail, included), 2 on "
+                       "bad input.")
+    p.add_argument("model", metavar="CLASS", help="a discovered class (`conformance list`): its name, e.g. "
+                   "LlavaForConditionalGeneration, or its model type, e.g. llava, in any case")
+    p.add_argument("check", metavar="CHECK", help="a check id, a column of the matrix: build, compile_prefill, "
+                   "static_cache, export_forward, ... (an unknown id lists them)")
     _add_run_options(p)
     p.set_defaults(func=cmd_explain)
 
@@ -520,7 +531,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_expectations)
 
     p = sub.add_parser("plan", help="impacted classes and how many gate shards fit a time budget")
-    p.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
+    p.add_argument("--models", default="", help="comma-separated class names, model types (llava) or globs, any "
+                   "case; :ci for the CI classes (default: all)")
     p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
     p.add_argument("--since", default="", metavar="REF", help="git ref: changes from `git diff REF`")
     p.add_argument("--transformers-repo", default="", metavar="DIR", help="a transformers checkout, for --since")
@@ -555,8 +567,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per script with --verify")
     p.set_defaults(func=cmd_findings)
 
-    sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
-    sub.add_parser("jobs", help="the publishing run of a version: list, run, publish (conformance.tools.jobs_cli)",
+    sub.add_parser("bench", help="decode speed, eager vs compiled (`bench --suite RUN.json`: what the matrix itself "
+                   "costs per check); conformance.tools.bench", add_help=False)
+    sub.add_parser("jobs", help="the publishing run as jobs: list, status, run, publish, and gate (the pre-merge "
+                   "gate's jobs); conformance.tools.jobs_cli",
                    add_help=False)
     return parser
 
@@ -578,6 +592,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("conformance: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (`conformance diff ... | head`): stop quietly, as a Unix tool does
+        _silence_stdout()
+        return BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not raise the same error again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout): nothing will flush to the pipe
+        pass
 
 
 if __name__ == "__main__":

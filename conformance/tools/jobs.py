@@ -42,7 +42,6 @@ Contracts:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -185,9 +184,17 @@ def published_classes(version: versions.Version, root: Path, models: str) -> lis
     if not path.exists():
         raise JobsError(f"{path}: no published matrix of transformers {version.transformers} to take its classes "
                         f"from; plan it where it is installed (its venv's `conformance jobs list --env {version.env}`)")
-    names = sorted(report.load_envelope(path)["models"])
-    patterns = [p for p in models.split(",") if p.strip()]
-    return [n for n in names if not patterns or any(fnmatch.fnmatchcase(n, p.strip()) for p in patterns)]
+    from conformance.discover import matching
+
+    rows = report.load_envelope(path)["models"]
+    names = sorted(rows)
+    patterns = [p.strip() for p in models.split(",") if p.strip()]
+    if not patterns:
+        return names
+    # A name this version's matrix lacks selects nothing here (the class may be newer): no error, as before.
+    index, types = {n: n for n in names}, {n: row.get("model_type", "") for n, row in rows.items()}
+    chosen = set().union(*(matching(p, index, types) for p in patterns))
+    return [n for n in names if n in chosen]
 
 
 # --------------------------------------------------------------------------- the list

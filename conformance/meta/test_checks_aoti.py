@@ -39,24 +39,19 @@ def _(x):
     return torch.library.get_ctx().new_dynamic_size()
 
 
-@torch.library.custom_op(f"{OPS}::double", mutates_args=())
-def double(x: torch.Tensor) -> torch.Tensor:
-    return x * 2
+def _doubling_op(name: str):
+    """A custom operator ``x * 2`` with a Python kernel and a fake one."""
+
+    @torch.library.custom_op(f"{OPS}::{name}", mutates_args=())
+    def op(x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+    op.register_fake(lambda x: torch.empty_like(x))
+    return op
 
 
-@double.register_fake
-def _(x):
-    return torch.empty_like(x)
-
-
-@torch.library.custom_op(f"{OPS}::scale", mutates_args=())
-def scale(x: torch.Tensor) -> torch.Tensor:
-    return x * 2
-
-
-@scale.register_fake
-def _(x):
-    return torch.empty_like(x)
+double = _doubling_op("double")  # served through the proxy executor, by Python
+scale = _doubling_op("scale")  # lowered by inductor, wrongly (`_register_wrong_lowering`)
 
 
 class OneLinear(torch.nn.Module):
@@ -124,40 +119,38 @@ def test_a_model_aotinductor_serves_passes_in_a_fresh_process():
     assert metrics["worst_ratio"] <= 1.0 and (metrics["atol"], metrics["rtol"]) == (1e-4, 1.3e-6)
 
 
+def failed_at(step: str, model_class: type) -> object:
+    """The outcome of aoti_forward on `model_class`, held to failing at `step` (reason and fingerprint say so)."""
+    outcome = run_check("aoti_forward", case_for(model_class))
+    assert outcome.verdict == "fail", outcome.reason
+    assert outcome.reason.startswith(f"{step}: ") and "\n" not in outcome.reason, outcome.reason
+    assert outcome.fingerprint.what.startswith(f"{step}: "), outcome.fingerprint
+    return outcome
+
+
 def test_a_specialised_prompt_length_fails_at_export_before_any_compile():
-    outcome = run_check("aoti_forward", case_for(BranchesOnLength))
-    assert outcome.verdict == "fail"
-    assert outcome.reason.startswith("export: fewer text tokens per prompt: input_ids dim 1 specialised to 8 by Eq("), \
-        outcome.reason
-    assert outcome.fingerprint.kind == "specialisation" and outcome.fingerprint.what.startswith("export: ")
-    assert "compile_seconds" not in outcome.metrics
+    outcome = failed_at("export", BranchesOnLength)
+    assert "fewer text tokens per prompt: input_ids dim 1 specialised to 8 by Eq(" in outcome.reason, outcome.reason
+    assert outcome.fingerprint.kind == "specialisation" and "compile_seconds" not in outcome.metrics
 
 
 def test_an_op_aotinductor_cannot_compile_fails_at_compile():
-    outcome = run_check("aoti_forward", case_for(ReturnsAnInt))
-    assert outcome.verdict == "fail"
-    assert outcome.reason.startswith("compile: torch._inductor.aoti_compile_and_package failed"), outcome.reason
-    assert "Unsupported return type" in outcome.reason, outcome.reason
-    assert outcome.fingerprint.kind == "backend" and outcome.fingerprint.what.startswith("compile: ")
-    assert outcome.fingerprint.where.startswith("torch._inductor."), outcome.fingerprint
+    outcome = failed_at("compile", ReturnsAnInt)
+    assert "aoti_compile_and_package failed" in outcome.reason and "Unsupported return type" in outcome.reason
+    assert outcome.fingerprint.kind == "backend" and outcome.fingerprint.where.startswith("torch._inductor.")
 
 
 def test_an_op_that_needs_python_fails_to_load_where_only_torch_is():
-    outcome = run_check("aoti_forward", case_for(PythonOnlyOp))
-    assert outcome.verdict == "fail"
-    assert outcome.reason.startswith("load: RuntimeError: Could not find schema for conformance_meta_aoti::double"), \
-        outcome.reason
-    assert outcome.fingerprint.kind == "export_error" and outcome.fingerprint.what.startswith("load: ")
+    outcome = failed_at("load", PythonOnlyOp)
+    assert "Could not find schema for conformance_meta_aoti::double" in outcome.reason, outcome.reason
+    assert outcome.fingerprint.kind == "export_error"
     assert outcome.metrics["proxy_executor_ops"] == ["conformance_meta_aoti::double"]
 
 
 def test_a_package_wrong_only_after_aotinductor_fails_at_compare():
-    outcome = run_check("aoti_forward", case_for(Miscompiled))
-    assert outcome.verdict == "fail"
-    assert outcome.reason.startswith("compare: the traced prompt: the package's logits differ from eager by "), \
-        outcome.reason
-    assert outcome.fingerprint.kind == "numerical_mismatch" and outcome.fingerprint.what.startswith("compare: ")
-    assert outcome.metrics["worst_ratio"] > 1.0
+    outcome = failed_at("compare", Miscompiled)
+    assert "the traced prompt: the package's logits differ from eager by " in outcome.reason, outcome.reason
+    assert outcome.fingerprint.kind == "numerical_mismatch" and outcome.metrics["worst_ratio"] > 1.0
     assert set(outcome.metrics["variants"].values()) != {"pass"}
 
 

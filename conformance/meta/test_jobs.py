@@ -147,12 +147,14 @@ def JobFilesOf(root: Path, joblist: dict, group: str) -> job_run.JobFiles:
 
 def test_the_groups_are_the_registry_s_columns():
     groups = {g.name: g for g in joblists.column_groups()}
-    assert list(groups) == ["plain", "inductor", "dynamic", "exporters", "onnx", "executorch", "openvino"]
+    assert list(groups) == ["plain", "inductor", "dynamic", "exporters", "aoti", "onnx", "executorch",
+                            "openvino"]
     plain = [c.id for c in registry.load_all().values() if not c.opt_in and not c.extra]
     assert list(groups["plain"].checks) == plain and "build" in plain and "compile_dynamic" not in plain
     assert groups["inductor"].pytest_args() == ["--checks", "compile_prefill,compile_decode", "--backend", "inductor"]
     assert groups["dynamic"].pytest_args() == ["--checks", "compile_dynamic,export_dynamic"]
     assert groups["exporters"].pytest_args() == ["--checks", "exporter_dynamo_forward,exporter_dynamo_generate"]
+    assert groups["aoti"].pytest_args() == ["--checks", "aoti_forward", "--cell-timeout", "900"]
     assert groups["onnx"].pytest_args() == ["--checks", "export_onnx,onnx_generate,exporter_onnx_forward,"
                                                         "exporter_onnx_generate"]
     assert groups["executorch"].pytest_args() == ["--checks", "executorch,exporter_executorch_forward,"

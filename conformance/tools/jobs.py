@@ -7,7 +7,7 @@ Contracts:
   dynamo backend of `BACKENDS` (the plain checks that declare backend
   columns, `conformance.columns`: ``--backend inductor
   --checks compile_prefill,compile_decode``), one per opt-in group
-  (``dynamic``: ``--checks compile_dynamic,export_dynamic``) and one per
+  (``dynamic``: ``--checks compile_dynamic,export_dynamic``; ``aoti``) and one per
   extra (``onnx``, ``executorch``: the checks that extra installs). With
   `checks`, each group keeps only those (a group left empty is dropped);
   a plan with `Request.checks` records the others as not run.
@@ -57,8 +57,9 @@ SCHEMA = "vlm-conformance-jobs/1"
 # Dynamo backends whose compile columns the published matrix carries next to the run's own (eager): the backend
 # users compile with. A backend is a run option, not a registered check, so this is the one hand-kept list.
 BACKENDS = ("inductor",)
-# Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model.
-GROUP_ARGS = {"executorch": ("--cell-timeout", "900")}
+# Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model,
+# AOTInductor's C++ build a minute or more.
+GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900")}
 TARGET = "conformance/test_matrix.py"  # the cells only: the meta tests are CI's, not the matrix's
 OUT_DIR = "reports/latest/jobs"
 DEFAULT_BUDGET = 3600.0  # seconds a job may take: a GitHub runner's job runs for up to 6 hours
@@ -93,7 +94,8 @@ def column_groups(checks: list[str] | None = None) -> list[Group]:
     found = [Group("plain", plain)]
     found += [Group(b, tuple(c.id for c in specs if c.id in plain and c.backend_columns), backend=b) for b in BACKENDS]
     for name in dict.fromkeys(c.opt_in for c in specs if c.opt_in and not c.extra):
-        found.append(Group(name, tuple(c.id for c in specs if c.opt_in == name and not c.extra), opt_in=name))
+        found.append(Group(name, tuple(c.id for c in specs if c.opt_in == name and not c.extra), opt_in=name,
+                           args=GROUP_ARGS.get(name, ())))
     for extra in dict.fromkeys(c.extra for c in specs if c.extra):
         found.append(Group(extra, tuple(c.id for c in specs if c.extra == extra), extra=extra,
                            args=GROUP_ARGS.get(extra, ())))

@@ -10,7 +10,11 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   conditions name) choose which part of each entry it rewrites
   (`conformance.gate.rewrite.recorded`): an inductor run changes what the
   entries say under inductor, an eager run what they say under eager, and
-  nothing else; one entry a cell, never a second;
+  nothing else; one entry a cell, never a second. The same for dtype: a
+  bfloat16 run whose cell fails with the float32 fingerprint widens the
+  entry (``conditions = { dtype = ["bfloat16", "float32"] }``), one whose
+  fingerprint differs adds a ``[[cell.when]] dtype = "bfloat16"``, and a
+  cell that fails in bfloat16 only is an entry of that dtype only;
 * cells of the run whose raw verdict failed (fail, error, timeout: also
   behind an xfail, an xpass "improved" or a "failure changed") are listed
   under the run's conditions with the run's fingerprint; cells that passed

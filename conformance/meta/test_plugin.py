@@ -213,7 +213,8 @@ def test_a_corrupt_published_matrix_is_one_line_naming_it(fake_run, monkeypatch,
     published.write_text("{not json")
     monkeypatch.setattr(shard, "PUBLISHED", published)
     result, out = fake_run("--models", "Ok*")
-    assert_usage_error(result, out, str(published), "git checkout")
+    assert_usage_error(result, out, str(published), "shards and the run order come from it")
+    assert "git checkout" not in result.stderr.str()  # not committed anywhere: no restore that would not work
 
 
 def test_ci_hypothesis_profile_is_derandomized_without_deadline():

@@ -210,10 +210,23 @@ def load_envelope(path: str | Path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        problem = "is empty" if not text.strip() else f"is not valid JSON (truncated? {exc.msg} at line {exc.lineno})"
-        raise EnvelopeError(f"{path}: {problem}; rerun the suite, or rebuild the envelope from the run's part "
-                            f"files with `conformance merge --parts {path}.parts -o {path}`") from None
+        problem = ("is empty" if not text.strip()
+                   else f"is not valid JSON at line {exc.lineno}, column {exc.colno} "
+                        f"({exc.msg.removesuffix(' at')}; truncated?)")
+        raise EnvelopeError(f"{path}: {problem}; {_remedy(path)}") from None
     return validate_envelope(data, str(path))
+
+
+def _remedy(path: Path) -> str:
+    """How to get a damaged run file back, naming only what exists here: the run's part files, its committed
+    version, else the run that wrote it."""
+    parts = path.with_name(path.name + ".parts")
+    if any(parts.glob("*.jsonl")):
+        return f"rebuild it from the run's part files with `conformance merge --parts {parts} -o {path}`"
+    command = locations.restore_command(path)
+    if command:
+        return f"restore the committed file with `{command}`"
+    return "write it again with the run that made it (no part files beside it to rebuild it from)"
 
 
 def _ordered_checks(lists: Iterable[Iterable[str]], check_info: dict) -> list[str]:

@@ -43,6 +43,12 @@ from conformance.report import io, pages, summary
 from conformance.run import isolation, options, shards
 
 
+def _columns_known(config) -> bool:
+    """Whether the header knows the columns a run fills: not when -k, -m or a node id picks among its cells
+    (the estimate, summed over every column, would not be this run's)."""
+    return not (config.option.keyword or config.option.markexpr or any("::" in str(a) for a in config.args))
+
+
 def not_run_lines(not_run: dict[str, str]) -> list[str]:
     """`conformance: not run: a, b (needs ..., not installed: pip install ...)`: one line for every optional extra
     not installed (their reasons joined by "; "), one line per other reason (an opt-in group)."""
@@ -118,8 +124,9 @@ class LifecycleHooks:
         if option("shard"):
             names = shards.share_of(names, option("shard"), state.estimates())
             line += f"; shard {option('shard')}: {len(names)} of them"
-        if any(name in state.estimates() for name in names):
-            line += f", about {shards.expected_seconds(names, state.estimates()):.0f} s of cells in one process"
+        if _columns_known(config) and any(name in state.estimates() for name in names):
+            line += (f", about {shards.expected_seconds(names, state.estimates()):.0f} s of cells in one process as "
+                     "published (start-up and model builds come on top)")
         return [line]
 
     # -- end

@@ -105,7 +105,7 @@ def pytest_configure(config):
     from conformance.run import cells, guard, lifecycle, scheduling
     from conformance.run.session import SESSION_KEY, Session
 
-    _hypothesis_profile()
+    _hypothesis_profile(config)
     # A test module that fails to import loses its own column, not the run.
     config.option.continue_on_collection_errors = True
     # xdist's default (4 per worker) would end the run after a few crashed or hung cells.
@@ -235,12 +235,22 @@ def _module_path(name: str) -> Path | None:
     return Path(spec.origin) if spec.origin else None
 
 
-def _hypothesis_profile() -> None:
-    """The "ci" profile (derandomized, no deadline) when the environment variable CI is set."""
+def _hypothesis_profile(config) -> None:
+    """The "ci" profile (derandomized, no deadline) when the environment variable CI is set. A collect-only run
+    writes no file: hypothesis, which caches what it reads of a test module under `.hypothesis/` in the current
+    directory while collecting it, keeps its files in a temporary folder removed at the end."""
     try:
         from hypothesis import settings
+        from hypothesis.configuration import set_hypothesis_home_dir
     except ImportError:
         return
     settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
     if os.environ.get("CI"):
         settings.load_profile("ci")
+    if config.option.collectonly:
+        import shutil
+        import tempfile
+
+        home = tempfile.mkdtemp(prefix="conformance-collect-")
+        set_hypothesis_home_dir(home)
+        config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))

@@ -148,8 +148,8 @@ class Session:
             try:
                 self._estimates = shards.published_estimates(checks=self.run_checks(), backend=self.backend)
             except report.EnvelopeError as exc:
-                raise options.UsageError(f"{exc} (shards and the run order come from it: restore it with "
-                                         f"`git checkout -- {shards.PUBLISHED}`)") from None
+                # load_envelope's remedy names its committed copy where git has one (not in an installed package)
+                raise options.UsageError(f"{exc} (shards and the run order come from it)") from None
         return self._estimates
 
     def selected_models(self) -> list[str]:

@@ -70,7 +70,12 @@ class BuildError(RuntimeError):
 
 
 class BuildTimedOut(BuildError):
-    """Building the tiny model ran past the cell time limit."""
+    """Building the tiny model ran past the cell time limit; `under_load` when other work of the run was running
+    then (the class's later cells, failed with it, are rerun alone as its first is)."""
+
+    def __init__(self, message: str, under_load: bool = False):
+        super().__init__(message)
+        self.under_load = under_load
 
 
 class BuildOutOfMemory(BuildError):
@@ -159,7 +164,8 @@ def live(model: str, check_id: str, case_for: Callable[[str], Case], expectation
 def _build_outcome(exc: BaseException, check_id: str, deadline) -> Outcome:
     """The outcome of a cell whose case could not be had (see the module)."""
     if isinstance(exc, BuildTimedOut):
-        return Outcome("timeout", str(exc), {"seconds": round(deadline.elapsed, 3)})
+        return Outcome("timeout", str(exc), {"seconds": round(deadline.elapsed, 3),
+                                             **({"under_load": True} if exc.under_load else {})})
     if isinstance(exc, BuildOutOfMemory):
         return Outcome(exc.outcome.verdict, str(exc), dict(exc.outcome.metrics), fingerprint=exc.fingerprint)
     if isinstance(exc, isolation.CellStopped):

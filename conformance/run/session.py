@@ -192,8 +192,9 @@ class Session:
                     raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
             except isolation.CellTimeout as exc:
+                under_load = bool(self.deadline is not None and self.deadline.under_load)
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
-                                                   "(in the first cell of this class)"))
+                                                   "(in the first cell of this class)", under_load))
                 raise
             except isolation.CellOutOfMemory as exc:
                 self._built = (name, self._out_of_memory(exc))

@@ -13,7 +13,9 @@ lists the fingerprint it was measured with; the gate compares the two
   exception of the model under the check, an export error, a harness error,
   a fatal error in native code that code outside the suite called (`fatal_error`: ExecuTorch's runtime,
   a torch kernel; `where` is the innermost Python frame), a crash of the process running the cell that the
-  suite cannot attribute (`crash`: no traceback, or the suite's own frame), a timeout, or a contract the check states in words (`contract`);
+  suite cannot attribute (`crash`: no traceback, or the suite's own frame), a timeout, a cell that needed more
+  memory than its limit or the machine gave (`resources`: the cell's own cost, listable like any failure; `what`
+  says which limit, the peak is in the metrics), or a contract the check states in words (`contract`);
 * `where`: the place in code as ``module:qualname`` (`conformance.reasons.site`),
   no line numbers, so moving code does not change it;
 * `error`: the exception type that decided, when one did;
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field, fields
 
 KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "specialisation", "numerical_mismatch",
          "backend", "exception", "export_error", "call_order", "contract", "harness_error", "fatal_error",
-         "crash", "timeout")
+         "crash", "timeout", "resources")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
 
 # The suite's own failures (docs/design.md, "a model's failure or the suite's"): two questions, two answers.

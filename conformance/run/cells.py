@@ -33,7 +33,7 @@ import pytest
 
 from conformance.cases.case import Case
 from conformance.checks.common.registry import load_all
-from conformance.run import isolation
+from conformance.run import isolation, rerun
 from conformance.run.session import session_of
 
 CELL_KEY = pytest.StashKey[dict]()  # the cell's record; {} for a cell that is not run (no record, by design)
@@ -139,6 +139,8 @@ def finish(node, cell, session) -> None:
     verdict, note = record["verdict"], record.get("gate", "")
     if verdict == "pass":
         return
+    if rerun.pending(record):
+        pytest.skip(f"{rerun.PENDING}: {outcome.reason}")
     if verdict == "skip":
         pytest.skip(outcome.reason)
     if verdict == "xfail":

@@ -9,8 +9,10 @@ Contracts (the hooks of `LifecycleHooks`):
   nothing (no parts folder, no envelope);
 * after collection the collector is kept off what is alive by then
   (`gc.freeze`: torch, transformers, every discovered class);
-* at session end (also after Ctrl-C) the controller writes the envelope
-  once, the full Markdown matrix and the HTML page beside it
+* at session end the controller first reruns alone each cell a limit
+  stopped while other work ran (`rerun`; not after Ctrl-C): a rerun that
+  fails makes the run fail, one that passes leaves no failure; then (also
+  after Ctrl-C) it writes the envelope once, the full Markdown matrix and the HTML page beside it
   (`report.pages`), adds the envelope under ``conformance`` to
   pytest-json-report's file when that plugin is active, and clears the parts;
 * the terminal header says which expectations files apply under which
@@ -40,7 +42,8 @@ import pytest
 
 from conformance import locations
 from conformance.report import io, pages, summary
-from conformance.run import isolation, options, shards
+from conformance.run import isolation, options, rerun, shards
+from conformance.verdicts import FAILING
 
 
 def _columns_known(config) -> bool:
@@ -69,6 +72,9 @@ class LifecycleHooks:
         self.session = session
         self.written: list = []  # the files the run wrote for a person to open (the envelope first)
         self.pages_error = ""
+        self.interrupted = False
+        self.reruns_failed = 0
+        self.rerun_lines: list[str] = []
 
     # -- start
 
@@ -134,7 +140,10 @@ class LifecycleHooks:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session, exitstatus):
         if not self.session.is_worker:
+            self.interrupted = exitstatus == pytest.ExitCode.INTERRUPTED
             self._ensure_envelope()
+            if self.reruns_failed and session.exitstatus == pytest.ExitCode.OK:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
             if self.session.nothing_to_check() and session.exitstatus in (pytest.ExitCode.OK,
                                                                           pytest.ExitCode.NO_TESTS_COLLECTED):
                 session.exitstatus = options.NOTHING_TO_CHECK
@@ -143,12 +152,22 @@ class LifecycleHooks:
         """Write the envelope once (pytest-json-report may ask first), then clear the parts."""
         state = self.session
         if state.envelope is None and state.parts.path.is_dir():
+            if not self.interrupted and not state.collect_only:
+                self._rerun_alone()
             state.envelope = state.write_envelope()
             if state.envelope is not None or not state.parts.part_files():
                 state.parts.clear()
             if state.envelope is not None:
                 self._write_pages(state.envelope)
         return state.envelope
+
+    def _rerun_alone(self) -> None:
+        """Rerun alone the cells a limit stopped under load (`rerun`); say what each gave."""
+        for record in rerun.rerun_all(self.session.config, self.session.parts):
+            verdict = record["verdict"]
+            self.reruns_failed += verdict in FAILING or verdict == "xpass"
+            self.rerun_lines.append(f"conformance: rerun alone: {verdict.upper()} {record['model']} / "
+                                    f"{record['check']}" + (f": {record['reason']}" if record.get("reason") else ""))
 
     def _write_pages(self, envelope: dict) -> None:
         self.written = [self.session.matrix_out]
@@ -178,6 +197,8 @@ class LifecycleHooks:
                 terminalreporter.write_line(f"wrote {written} (the selection, no cells)")
         elif envelope is not None:
             terminalreporter.write_sep("=", "conformance")
+            for line in self.rerun_lines:
+                terminalreporter.write_line(line)
             for line in summary.summary_lines(envelope, self.written or [self.session.matrix_out]):
                 terminalreporter.write_line(line)
             if self.pages_error:

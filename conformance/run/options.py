@@ -69,6 +69,10 @@ OPTIONS = (
     ("cell-timeout-grace", dict(
         type=float, default=DEFAULT_GRACE,
         help="seconds after --cell-timeout before a cell that ignores it ends its worker process")),
+    ("cell-memory", dict(
+        type=float, default=0.0,
+        help="MiB of resident memory a cell's worker may hold before the cell is `fail` (kind resources); "
+             "default per column from fixtures/cell_memory.toml")),
 )
 GROUP = "conformance"
 GROUP_HELP = ("vlm-conformance (each option also as its short name, e.g. --device, in the suite's own runs "
@@ -177,6 +181,11 @@ def check_shard(spec: str) -> None:
             parse(spec)
         except ValueError as exc:
             raise UsageError(f"--shard: {exc}") from None
+
+
+def check_memory(value: float) -> None:
+    if value < 0:
+        raise UsageError(f"--cell-memory: must be a positive number of MiB (or 0: per column), got {value:g}")
 
 
 def check_seconds(option: str, value: float) -> None:

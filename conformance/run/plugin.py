@@ -32,7 +32,10 @@ Contract:
 * Every cell gets exactly one record, appended to its process's part file in
   ``<matrix-out>.parts/`` as soon as it is known: a cell past
   ``--cell-timeout`` is `timeout` (`isolation`: soft limit, then the worker
-  ends itself), a cell whose worker process died is `error` "worker
+  ends itself), a cell past its memory limit (``--cell-memory``, else its
+  column's, `memory`) is `fail` kind `resources`, a cell a limit stopped
+  while other work ran is rerun alone at the end (`rerun`), a cell whose
+  worker process died is `error` "worker
   crashed: ..." (written by the xdist controller), a cell that ended in a
   harness error without a verdict (a fixture error) is `error` (`guard`).
 * At session end (also after Ctrl-C) the controller merges all parts into the

@@ -88,11 +88,17 @@ def load_runners(exported, device, backend: str, metrics: dict) -> dict:
     return runners
 
 
-def has_exporters() -> bool:
+def installed(module: str) -> bool:
+    """Whether the dotted `module` can be imported here, found without importing it (its parents are imported;
+    a missing parent is False)."""
     try:
-        return importlib.util.find_spec("transformers.exporters") is not None
+        return importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
         return False
+
+
+def has_exporters() -> bool:
+    return installed("transformers.exporters")
 
 
 def require_exporters() -> None:

@@ -1,5 +1,6 @@
-"""Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns: transformers'
-own exporters (`conformance.report.repro_templates.steps` states what a template is).
+"""Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns (the rows of
+`checks.common.exporter_table`): transformers' own exporters (`conformance.report.repro_templates.steps` states
+what a template is); `TEMPLATES` is the template of each row, by its part.
 
 The script calls what a person deploying the model calls: ``<Backend>Exporter().export(model, inputs,
 Config(dynamic=True))`` or ``export_for_generation(...)`` with the suite's static-cache generation config, then
@@ -13,16 +14,16 @@ from __future__ import annotations
 
 import inspect
 
+from conformance.checks.common import exporter_table
 from conformance.report.repro_templates.common import tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
-BACKENDS = ("dynamo", "onnx", "executorch", "openvino")
 SECOND_REQUEST = ("on the longer", "on the shorter", "longer:", "shorter:")
 
 
 def _backend(ctx: Context) -> str:
-    return ctx.check.split("_")[1]
+    return exporter_table.column(ctx.check).backend
 
 
 def _second_request(ctx: Context) -> None:
@@ -126,3 +127,6 @@ def _literal(value: dict) -> str:
         return literal(value)
     except ValueError as exc:
         raise NoTemplate(f"an input the check passes cannot be written: {exc}") from None
+
+
+TEMPLATES = {"forward": exporter_forward, "generate": exporter_generate}  # a row's part -> its template

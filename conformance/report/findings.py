@@ -181,6 +181,7 @@ PATHS = {"compile": ("compile_prefill", "compile_decode"),
          "onnx": ("export_onnx", "onnx_generate"),
          "cache": ("static_cache", "legacy_cache"),
          "executorch": ("executorch",),
+         "aoti": ("aoti_forward", "aoti_generate"),  # AOTInductor packages: the forward and the generation parts
          # transformers.exporters, per backend: the forward and the generation a deployment takes
          **{f"exporter:{b}": (f"exporter_{b}_forward", f"exporter_{b}_generate")
             for b in ("dynamo", "onnx", "executorch", "openvino")}}

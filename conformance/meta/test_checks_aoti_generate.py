@@ -13,7 +13,6 @@ from __future__ import annotations
 import ast
 
 import pytest
-import torch
 
 from conformance.checks import aoti_generate
 from conformance.checks.common import aoti
@@ -22,18 +21,11 @@ from conformance.checks.common.registry import load_all, opt_in_reason
 from conformance.fingerprints import Fingerprint
 from conformance.meta import planted
 from conformance.meta.test_generation_requests import _baking_class, _lm, _text_case
+from conformance.meta.test_planted_bugs import one_thread  # noqa: F401  (autouse: one thread a cell)
 
 pytestmark = pytest.mark.meta
 
 load_all()
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def test_aoti_generate_is_an_opt_in_column_of_the_aoti_group():

@@ -154,7 +154,7 @@ def test_the_groups_are_the_registry_s_columns():
     assert groups["inductor"].pytest_args() == ["--checks", "compile_prefill,compile_decode", "--backend", "inductor"]
     assert groups["dynamic"].pytest_args() == ["--checks", "compile_dynamic,export_dynamic"]
     assert groups["exporters"].pytest_args() == ["--checks", "exporter_dynamo_forward,exporter_dynamo_generate"]
-    assert groups["aoti"].pytest_args() == ["--checks", "aoti_forward", "--cell-timeout", "900"]
+    assert groups["aoti"].pytest_args() == ["--checks", "aoti_forward,aoti_generate", "--cell-timeout", "900"]
     assert groups["onnx"].pytest_args() == ["--checks", "export_onnx,onnx_generate,exporter_onnx_forward,"
                                                         "exporter_onnx_generate"]
     assert groups["executorch"].pytest_args() == ["--checks", "executorch,exporter_executorch_forward,"

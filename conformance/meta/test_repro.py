@@ -83,6 +83,21 @@ def test_the_deployment_columns_are_paths_too():
         n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
 
 
+def test_a_group_that_alone_blocks_the_aoti_generation_unlocks_the_aoti_path():
+    """AOTInductor's columns are a path: a group failing only aoti_generate, aoti_forward passing, unlocks it."""
+    run = make_run()
+    baked = {"kind": "specialisation", "where": "transformers.models.x.modeling_x:XModel.forward",
+             "what": "export: input_ids dim 1 in part step"}
+    for row in run["models"].values():
+        row["cells"]["aoti_forward"] = {**cell_of(row, "build")}
+        row["cells"]["aoti_generate"] = failing("fail", "export: part step bakes", baked)
+    groups = findings.group_failures([run])
+    found = findings.unlocks(groups, [run])
+    group = next(g.id for g in groups if g.where == baked["where"])
+    assert found[group].paths == {"aoti": sorted(
+        n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
+
+
 def cell_of(row: dict, column: str) -> dict:
     return dict(row["cells"][column])
 

@@ -182,6 +182,7 @@ PATHS = {"compile": ("compile_prefill", "compile_decode"),
          "onnx": ("export_onnx", "onnx_generate"),
          "cache": ("static_cache", "legacy_cache"),
          "executorch": ("executorch",),
+         "aoti": ("aoti_forward", "aoti_generate"),  # AOTInductor packages: the forward and the generation parts
          # transformers.exporters, per backend: the forward and the generation a deployment takes
          **exporter_table.paths()}
 TOP = 10  # groups in the ranked opening of the findings document

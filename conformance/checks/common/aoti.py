@@ -35,6 +35,16 @@ Contracts:
   inputs could not be loaded) or ``run`` (a call raised; its name is in the
   reason), from the error the process reported, or the signal or exit
   status it died with.
+* `Worker(packages, folder, metrics)` is the long-lived form of that process
+  for generation (`aoti_generate`): one ``python -I`` importing only torch
+  loads several packages (part -> path) and answers one part call at a
+  time over a pipe (length-prefixed ``torch.save`` messages on two file
+  descriptors of their own, so nothing the C++ runtime prints reaches
+  them). It can keep outputs of a call (a cache) and pass them to a later
+  call, which updates them in place there, so the state never leaves the
+  process, as in a C++ server. Its failures are ``load: part <name>: ...``
+  and ``run: part <name>: ...``; `in_part(part, violation)` names the part
+  in any other step's failure.
 
 Why a fresh process and not proof that the runner holds no reference to the
 model: a reference count says the Python model object is gone, not that the
@@ -48,11 +58,14 @@ only torch is the deployment: what it serves, the package serves.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import logging
 import os
 import re
+import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -122,6 +135,16 @@ def at_step(step: str, exc: ContractViolation) -> ContractViolation:
     """`exc` (a shared helper's violation) restated as a failure at `step`."""
     fingerprint = exc.fingerprint or Fingerprint("contract", what=mask(exc.reason))
     return violation(step, exc.reason, exc.metrics, fingerprint)
+
+
+def in_part(part: str, exc: ContractViolation, metrics: dict | None = None) -> ContractViolation:
+    """`exc`, a failure at one of `STEPS`, restated as that step's failure in generation part `part` (with
+    `metrics`, when given, in place of its own)."""
+    step = next(s for s in STEPS if exc.reason.startswith(f"{s}: "))
+    fingerprint = exc.fingerprint or Fingerprint("contract", what=mask(exc.reason))
+    what = fingerprint.what[len(f"{step}: "):] if fingerprint.what.startswith(f"{step}: ") else fingerprint.what
+    return violation(step, f"part {part}: {exc.reason[len(step) + 2:]}", exc.metrics if metrics is None else metrics,
+                     dataclasses.replace(fingerprint, what=f"{step}: part {part}: {what}".rstrip()))
 
 
 # --- compile and package --------------------------------------------------------------------------
@@ -232,7 +255,7 @@ def _served_failure(entries: list[dict], returncode: int | None, stderr: str, me
     step its last progress line names (``load`` until the package and the inputs are loaded, then ``run``)."""
     last = entries[-1] if entries else {"step": "load"}
     step = "load" if last.get("step") == "load" else "run"
-    call = f"call {last['call']}: " if last.get("call") else ""
+    call = f"call {last['call']}: " if last.get("call") else f"part {last['part']}: " if last.get("part") else ""
     if "error" in last:
         message = _first_line(last.get("message", "")) or last["error"]
         return violation(step, f"{call}{last['error']}: {message}", metrics,
@@ -269,3 +292,187 @@ def serve_in_fresh_process(package: str, calls: dict[str, dict], folder: str, me
         raise _served_failure(entries, returncode, stderr, metrics)
     metrics["fresh_process_imported"] = done_entry.get("imported", [])
     return torch.load(os.path.join(folder, OUTPUTS), weights_only=True)
+
+
+# --- a long-lived worker serving several packages, one call at a time ------------------------------
+
+# The worker: torch only. argv: the folder, the request fd, the reply fd, then part=path pairs. Each message is
+# 8 bytes of length and a `torch.save` of a dict; the worker loads what it receives with weights_only=True.
+WORKER = r'''
+import io, os, struct, sys, time
+import torch
+
+folder, inbox, outbox = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+
+def receive():
+    data = b""
+    while len(data) < 8:
+        chunk = os.read(inbox, 8 - len(data))
+        if not chunk:
+            return None
+        data += chunk
+    size, data = struct.unpack(">Q", data)[0], b""
+    while len(data) < size:
+        data += os.read(inbox, min(size - len(data), 1 << 20))
+    return torch.load(io.BytesIO(data), weights_only=True)
+
+def send(**message):
+    buffer = io.BytesIO()
+    torch.save(message, buffer)
+    data = buffer.getvalue()
+    view = memoryview(struct.pack(">Q", len(data)) + data)
+    while view:
+        view = view[os.write(outbox, view):]
+
+step, part, packages, held = "load", "", {}, []
+try:
+    started = time.perf_counter()
+    for entry in sys.argv[4:]:
+        part, path = entry.split("=", 1)
+        packages[part] = torch._inductor.aoti_load_package(path)
+    send(step="loaded", seconds=round(time.perf_counter() - started, 3))
+    step = "run"
+    while True:
+        request = receive()
+        if request is None or request.get("part") is None:
+            send(step="done", imported=sorted(n for n in WATCHED if n in sys.modules))
+            break
+        part, inputs = request["part"], dict(request["inputs"])
+        if request.get("held"):  # the state the worker keeps between calls, updated in place by this call
+            inputs[request["held"]] = held
+        with torch.no_grad():
+            out = packages[part](**inputs)
+        out = list(out) if isinstance(out, (list, tuple)) else [out]
+        if request.get("keep") is not None:  # the outputs after the first `keep` are held, not sent back
+            out, held = out[: request["keep"]], out[request["keep"]:]
+        send(step="answer", outputs=out, held=len(held))
+except Exception as exc:
+    send(step=step, part=part, error=type(exc).__name__, message=str(exc))
+    sys.exit(1)
+'''.replace("WATCHED", repr(WATCHED))
+
+
+class Held:
+    """Stands for one tensor of the state the worker keeps (a cache it updates in place); the caller never has it."""
+
+    def __repr__(self) -> str:
+        return "<held by the worker>"
+
+
+class Worker:
+    """A fresh ``python -I`` importing only torch that loads `packages` (part -> package path) and answers part
+    calls over a pipe until closed: what a C++ server that holds the packages and the cache does.
+
+    `call(part, inputs, keep=None, held=None)` runs one package on keyword tensors and returns its outputs (a
+    list). `keep=k` keeps the outputs after the first k in the worker (returned as `Held` markers); `held=name`
+    passes the kept state as keyword `name` (the package updates it in place there). A failure is ``load: part
+    <name>: ...`` or ``run: part <name>: ...`` (`violation`): the error the worker reported, else how it ended.
+    Records `load_seconds`, `serve_seconds` (the worker's life), `calls` and, on `close`,
+    `fresh_process_imported` ([]: neither transformers nor this suite served the calls).
+    """
+
+    def __init__(self, packages: dict[str, str], folder: str, metrics: dict):
+        self.metrics = metrics
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        env["AOTI_RUNTIME_CHECK_INPUTS"] = "1"
+        request_read, self._requests = os.pipe()
+        self._replies, reply_write = os.pipe()
+        self._stderr = open(os.path.join(folder, "worker.stderr"), "w+")
+        self._started = time.perf_counter()
+        self._process = subprocess.Popen(
+            [sys.executable, "-I", "-c", WORKER, folder, str(request_read), str(reply_write),
+             *(f"{part}={path}" for part, path in packages.items())],
+            cwd=folder, env=env, pass_fds=(request_read, reply_write), stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL, stderr=self._stderr)
+        os.close(request_read)
+        os.close(reply_write)
+        self._failure: ContractViolation | None = None
+        metrics["calls"] = 0
+        try:
+            loaded = self._reply("load", "")
+        except ContractViolation:
+            self.close()
+            raise
+        metrics["load_seconds"] = loaded.get("seconds")
+
+    def call(self, part: str, inputs: dict, keep: int | None = None, held: str | None = None) -> list:
+        if self._failure is not None:
+            raise self._failure
+        self._send({"part": part, "inputs": inputs, "keep": keep, "held": held})
+        answer = self._reply("run", part)
+        self.metrics["calls"] += 1
+        return list(answer["outputs"]) + [Held() for _ in range(answer["held"] if keep is not None else 0)]
+
+    def close(self) -> None:
+        if self._process.poll() is None and self._failure is None:
+            try:
+                self._send({"part": None})
+                self.metrics["fresh_process_imported"] = self._reply("run", "").get("imported", [])
+            except ContractViolation:
+                pass
+        for fd in (self._requests, self._replies):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            self._process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+        self._stderr.close()
+        self.metrics["serve_seconds"] = round(time.perf_counter() - self._started, 3)
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def _send(self, message: dict) -> None:
+        buffer = io.BytesIO()
+        torch.save(message, buffer)
+        data = buffer.getvalue()
+        try:
+            os.write(self._requests, struct.pack(">Q", len(data)))
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._requests, view):]
+        except OSError:  # the worker is gone: its reply (none) says how it ended
+            pass
+
+    def _read(self, size: int, deadline: float) -> bytes | None:
+        data = b""
+        while len(data) < size:
+            ready, _, _ = select.select([self._replies], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self._replies, min(size - len(data), 1 << 20))
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def _reply(self, step: str, part: str) -> dict:
+        deadline = time.monotonic() + SERVE_TIMEOUT
+        try:
+            head = self._read(8, deadline)
+            body = self._read(struct.unpack(">Q", head)[0], deadline) if head else None
+        except TimeoutError:
+            self._process.kill()
+            self._process.wait()
+            body, returncode = None, None
+        else:
+            returncode = None if body is not None else self._process.wait()
+        if body is not None:
+            answer = torch.load(io.BytesIO(body), weights_only=True)
+            if "error" not in answer:
+                return answer
+            entries = [answer]
+        else:
+            entries = [{"step": step, "part": part}]
+        self._stderr.flush()
+        self._stderr.seek(0)
+        failure = _served_failure(entries, returncode if body is None else 1, self._stderr.read(), self.metrics)
+        self._failure = failure
+        raise failure

@@ -302,9 +302,9 @@ def legacy_cache(ctx: Context) -> Steps:
     facts = _legacy_facts(ctx)
     mode = facts["mode"]
     helpers = ["def decode(owner, prefill, output, cache):",
-               '    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs"',
+               '    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs',
                '    generate passes (its own prepare_inputs_for_generation where the model has one)."""',
-               "    ids, state, logits = prefill[IDS], None, []",
+               "    ids, state, logits = prefill[IDS], None, []" if mode == "generation" else "    logits = []",
                "    for step in range(DECODE_STEPS):",
                "        token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]",
                *["    " + line for line in LEGACY_STEP[mode]],

@@ -298,6 +298,8 @@ def test_cli_issue_prints_a_text_ready_to_paste(tmp_path, capsys):
     assert cli.main(["findings", str(run_json), "--issue", "top"]) == cli.USAGE_ERROR
     assert cli.main(["findings", str(run_json), "--issue", "top", "--repro", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "issues" / f"{lock}.md").read_text().startswith("# [torch.compile]")
+    assert cli.main(["findings", str(run_json), "--repro", str(tmp_path / "r")]) == 0  # the README links it
+    assert f"[issue text](issues/{lock}.md)" in (tmp_path / "r" / repro.README).read_text()
 
 
 # --------------------------------------------------------------------------- three published groups, verified

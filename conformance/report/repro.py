@@ -26,7 +26,8 @@ Contracts:
   (`repro_source`); the generator compiles it (a syntax error is the generator's bug, reported as such).
 * `write_repro(groups, envelopes, sources, folder)` writes ``<group id>.py``
   per upstream group it can, and `index.json` / `README.md` listing every
-  upstream group: its script or why it has none (`Entry`). Verification
+  upstream group: its script or why it has none (`Entry`), and its issue text where ``issues/<id>.md`` is
+  there (`conformance findings --issue top`). Verification
   (`conformance.report.repro_verify`) fills in whether each reproduces.
 """
 
@@ -48,6 +49,7 @@ from conformance.report.repro_values import Inputs
 
 INDEX = "index.json"
 README = "README.md"
+ISSUES = "issues"  # the issue texts of `conformance findings --issue top --repro DIR`, one per group
 
 
 @dataclass
@@ -311,7 +313,8 @@ def write_index(entries: list[Entry], folder: Path, sources: list[str], envelope
                                                                         "backend")} for e in envs],
             "groups": groups}
     (folder / INDEX).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    (folder / README).write_text(render_readme(entries, sources, envs))
+    issues = {path.stem for path in (folder / ISSUES).glob("*.md")}
+    (folder / README).write_text(render_readme(entries, sources, envs, issues))
 
 
 def _verdict(e: Entry) -> str:
@@ -322,7 +325,7 @@ def _verdict(e: Entry) -> str:
     return "yes" if e.verified else "no"
 
 
-def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) -> str:
+def render_readme(entries: list[Entry], sources: list[str], envs: list[dict], issues: set[str] = frozenset()) -> str:
     written = [e for e in entries if e.script]
     checked = [e for e in written if e.verified is not None]
     ok = [e for e in checked if e.verified]
@@ -344,7 +347,8 @@ def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) ->
         classes = ", ".join(e.classes[:3]) + (f" +{len(e.classes) - 3}" if len(e.classes) > 3 else "")
         script = f"[`{e.script}`]({e.script}) ({e.model} / `{e.check}`)" if e.script else "—"
         why = " ".join(e.why.split()).replace("|", "\\|")[:300]
-        links = " ".join(f"[{title}]({url})" for url, title in e.links)
+        issue = [f"[issue text]({ISSUES}/{e.group}.md)"] if e.group in issues else []
+        links = " ".join(issue + [f"[{title}]({url})" for url, title in e.links])
         lines.append(f"| `{e.group}` {e.kind} at "
                      f"`{re.sub(r'[|`]', ' ', e.where)[:90]}` | {classes} | {e.cells} | {script} | {_verdict(e)} | "
                      f"{why}{(' ' + links) if links else ''} |")

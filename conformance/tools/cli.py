@@ -430,16 +430,21 @@ def _issue_of(group, envelopes, folder: Path | None, sources: list[str]) -> str:
 
 def _findings_issue(args, groups, envelopes) -> int:
     """`findings --issue ID|top`: an upstream issue text (see `conformance.report.repro_issue`)."""
-    from conformance.report import findings
+    from conformance.report import findings, repro
 
     folder = Path(args.repro) if args.repro else None
     if args.issue == "top":
         if folder is None:
             raise CliError("findings: --issue top writes into DIR/issues/; name the folder with --repro DIR")
         ranked = [g for g, _ in findings.rank(groups, envelopes)][:findings.TOP]
-        texts = {folder / "issues" / f"{g.id}.md": _issue_of(g, envelopes, folder, list(args.runs)) for g in ranked}
+        texts = {folder / repro.ISSUES / f"{g.id}.md": _issue_of(g, envelopes, folder, list(args.runs)) for g in ranked}
         write_files(texts)
-        print(f"wrote {len(texts)} issue text(s) into {folder / 'issues'}")
+        if (folder / repro.INDEX).exists():  # the README links each group's issue text
+            import json
+
+            entries = [repro.Entry(**g) for g in json.loads((folder / repro.INDEX).read_text())["groups"]]
+            repro.write_index(entries, folder, list(args.runs), envelopes)
+        print(f"wrote {len(texts)} issue text(s) into {folder / repro.ISSUES}")
         return 0
     group = next((g for g in groups if g.id == args.issue and g.upstream), None)
     if group is None:

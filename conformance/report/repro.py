@@ -221,7 +221,7 @@ def _wrap_doc(text: str) -> list[str]:
 
 def render_script(ctx: Context, steps: Steps, envelope: dict) -> tuple[str, str]:
     """(the script's source, why its config is written in full: "" when it is the diff) (see the module)."""
-    config, classes, fallback = config_source(ctx.case.tiny.config)
+    config, classes, fallback = config_source(ctx.case.tiny.config, lead=len("CONFIG = "))
     writer = Inputs()
     sample = _sample(ctx, steps, writer)
     model_class = ctx.case.info.model_class

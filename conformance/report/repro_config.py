@@ -5,8 +5,8 @@ Contracts:
 * `config_source(config)` is (source, classes, fallback): `source` an expression building a config equal to
   `config`, as ``LlavaConfig(text_config=LlamaConfig(hidden_size=16, ...), ...)``: per config class the keyword
   arguments of the fields whose value differs from that class's default instance, recursively for sub-configs
-  (a sub-config equal to the parent's default one is left out), each value a literal wrapped at
-  `repro_values.WIDTH` columns; `classes` the config classes it names (the script imports them).
+  (a sub-config equal to the parent's default one is left out), each value a literal, the arguments flowed
+  from the opening parenthesis to `repro_values.WIDTH` columns; `classes` the config classes it names (the script imports them).
 * It is checked when written: the expression is evaluated and its ``to_dict()`` must equal the config's, both
   without `DROPPED` (the version that wrote it and the checkpoint's names). A field that the constructor derives
   otherwise than the original has it is then written explicitly too (at most `ROUNDS` times). When that still
@@ -16,7 +16,7 @@ Contracts:
 
 from __future__ import annotations
 
-from conformance.report.repro_values import WIDTH, literal, packed
+from conformance.report.repro_values import WIDTH, literal
 
 DROPPED = ("transformers_version", "architectures", "_name_or_path")
 ROUNDS = 3
@@ -62,7 +62,22 @@ def _call(config, forced: dict[tuple, set], path: tuple, classes: set, indent: i
     flat = f"{cls.__name__}({', '.join(items)})"
     if len(flat) + indent + lead <= WIDTH and "\n" not in flat:
         return flat
-    return f"{cls.__name__}(\n" + packed(items, indent + 4) + "\n" + " " * indent + ")"
+    return _flowed(f"{cls.__name__}(", items, indent, lead)
+
+
+def _flowed(opening: str, items: list[str], indent: int, lead: int) -> str:
+    """``Class(a=1, b=2,`` then as many items a line as fit, the closing parenthesis on the last line: the
+    first items on the opening line, an item spanning lines (a sub-config) on lines of its own."""
+    lines = [opening]
+    width = WIDTH - indent - lead  # what the opening line has left
+    for item in items:
+        last = lines[-1]
+        room = width if len(lines) == 1 else WIDTH
+        if "\n" not in item and "\n" not in last and len(last) + len(item) + 2 <= room:
+            lines[-1] = last + ("" if last.endswith("(") else " ") + item + ","
+        else:
+            lines.append(" " * (indent + 4) + item + ",")
+    return "\n".join(lines)[:-1] + ")"
 
 
 def _differences(a, b, path: tuple, found: dict[tuple, set]) -> None:
@@ -79,14 +94,14 @@ def _evaluate(source: str, classes: set):
     return eval(source, {cls.__name__: cls for cls in classes})  # noqa: S307 (source this module wrote)
 
 
-def config_source(config) -> tuple[str, set, str]:
-    """(source, classes, fallback) (see the module)."""
+def config_source(config, lead: int = 0) -> tuple[str, set, str]:
+    """(source, classes, fallback) (see the module); `lead`: the columns before the expression on its line."""
     forced: dict[tuple, set] = {}
     why = ""
     for _ in range(ROUNDS + 1):
         classes: set = set()
         try:
-            source = _call(config, forced, (), classes, 0)
+            source = _call(config, forced, (), classes, 0, lead)
             rebuilt = _evaluate(source, classes)
         except _Differs as exc:
             why = str(exc)

@@ -344,7 +344,7 @@ def test_three_published_groups_reproduce_standalone(tmp_path):
         assert e.observed["kind"] == group.kind and (key == group.where if key else group.where in e.observed["what"])
 
 
-FINGERPRINT_CODE = ("REPRO-RESULT", "Finding(", "failing_as", "fingerprint", "def main(", "mask(")
+FINGERPRINT_CODE = ("REPRO-RESULT", "Finding(", "failing_as", "fingerprint", "def main(", "def mask(", "guard_site")
 
 
 def _assert_minimal(source: str, entry) -> None:

@@ -17,8 +17,9 @@ Contracts:
   the suite's reason unmasked, how many classes and cells share the root cause), imports of torch and
   transformers only (onnxruntime for the ONNX checks), ``CONFIG`` as the constructor call of only the fields
   that differ from the config classes' defaults (`repro_config.config_source`, checked equal when written; the
-  full dict where it is not), the model built as the suite builds it (seed 0, all-zero weights woken), the
-  inputs inline (`repro_values.Inputs`), the pieces of `repro_parts` its steps call, then the steps at module
+  full dict where it is not), the model built as the suite builds it (seed 0; for a failure decided by values,
+  `COMPARED`, the all-zero weights woken; a failure that raises does not depend on them), the inputs inline
+  (`repro_values.Inputs`; a module-level ``inputs`` dict when the steps take them once), the pieces of `repro_parts` its steps call, then the steps at module
   level: the failing call, its error propagating as raised, or the failed comparison as an AssertionError with
   the check's words and numbers. A half-precision run's script casts both to its dtype (``DTYPE``, floating
   inputs only). No fingerprint code, no import of `conformance`: verification judges the printed traceback

@@ -137,7 +137,8 @@ def header(ctx: Context, steps: Steps, envelope: dict, fallback: str = "") -> li
     lines = _wrapped(f"{group.title()}: {cell.model}, {ctx.check}{backend}.")[:2] + [""]
     lines += _wrapped(f"Seen with transformers {env.get('transformers')}, torch {env.get('torch')} "
                       f"({env.get('device')}, {ctx.dtype}){needs}. Run: python {group.id}.py")[:2]
-    lines += _wrapped(f"The suite saw: {error}")[:2]
+    said = _wrapped(f"The suite saw: {error}")
+    lines += said if len(said) <= 2 else [said[0], said[1][:110] + " ..."]
     lines += _wrapped(f"Shared by {len(group.classes)} class(es), {len(group.cells)} cell(s) of "
                       f"{len(group.checks)} check(s) (index.json lists them)."
                       + (f" Config written in full: {fallback}." if fallback else ""))[:2]

@@ -198,10 +198,14 @@ TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
 
 def kind_of(exc: BaseException, default: str = "exception") -> str:
     """The kind of failure an exception is: a data-dependent guard, an unsupported construct, or `default`."""
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
+    return kind_from(type(exc).__name__, str(exc), default)
+
+
+def kind_from(error: str, message: str, default: str = "exception") -> str:
+    """`kind_of` of an exception known by its type's name and its message (a printed traceback's last line)."""
+    if any(marker in f"{error}: {message}" for marker in DATA_DEPENDENT):
         return "data_dependent_guard"
-    if type(exc).__name__ == "Unsupported":
+    if error == "Unsupported":
         return "unsupported"
     return default
 
@@ -209,13 +213,21 @@ def kind_of(exc: BaseException, default: str = "exception") -> str:
 def where_of(exc: BaseException) -> str:
     """The site an exception points at: a transformers frame its message names (strict export traces
     symbolically, so its traceback ends in torch), else its traced stack or traceback."""
-    from conformance.reasons import exception_site, site
+    import traceback
 
-    named = TRANSFORMERS_FILE.findall(str(exc))
+    return where_from(str(exc), traceback.extract_tb(exc.__traceback__), getattr(exc, "real_stack", None))
+
+
+def where_from(message: str, frames, real_stack=None) -> str:
+    """`where_of` of an exception known by its message, its traceback's frames and dynamo's traced stack (None
+    when it has none): objects with `filename`, `lineno` and `name`, as `traceback.FrameSummary`."""
+    from conformance.reasons import site, stack_site
+
+    named = TRANSFORMERS_FILE.findall(message)
     if named:
         path, line = named[-1]
         return site(path, int(line))
-    return exception_site(exc)
+    return stack_site(frames, real_stack)
 
 
 def of_exception(exc: BaseException, default: str = "exception") -> Fingerprint:

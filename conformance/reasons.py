@@ -13,6 +13,7 @@ LlavaModel.get_image_features``; ``<module>`` for module level). `site_of(frames
 is the site of the innermost frame inside transformers (else the innermost),
 for a list of `traceback.FrameSummary`; `exception_site(exc)` that of an
 exception (dynamo's traced stack when it has one, else its traceback).
+`stack_site(frames, real_stack)` is the same of frames known apart from an exception (a printed traceback's).
 `raised_in_suite(exc)` is the line between a model's failure and the
 suite's: whether the frame that raised `exc` (after following explicit
 causes, ``raise ... from``, to the root) is this package's own code. The
@@ -267,10 +268,14 @@ def exception_site(exc: BaseException) -> str:
     """The site an exception points at: dynamo's traced user stack when it reaches outside this suite, else its
     traceback. (A backend that traces again under torch's tracing context, as ExecuTorch's lowering does, stamps
     the stack of whoever called it: the suite's check, not the code that failed.)"""
-    stack = getattr(exc, "real_stack", None)
-    if stack and any(not in_suite(frame.filename) for frame in stack):
-        return site_of(stack)
-    return site_of(traceback.extract_tb(exc.__traceback__))
+    return stack_site(traceback.extract_tb(exc.__traceback__), getattr(exc, "real_stack", None))
+
+
+def stack_site(frames, real_stack=None) -> str:
+    """`exception_site` of a traceback's frames and dynamo's traced stack (None when there is none)."""
+    if real_stack and any(not in_suite(frame.filename) for frame in real_stack):
+        return site_of(real_stack)
+    return site_of(frames)
 
 
 SUITE = Path(__file__).resolve().parent

@@ -4,7 +4,7 @@ Dynamo prints a guard's frame relative to torch's parent folder (`torch.utils._t
 ``transformers/cache_utils.py`` when transformers sits beside torch, a path that keeps a site-packages folder when it
 does not, a bare name for a file it got so; a traceback names it absolutely, below a venv inside or outside the
 checkout, a tox env, a user site or an editable checkout's ``src/``. Each form, through `reasons.site`,
-`dynamo.guard_site` and the reproducers' restatement (`repro_report`), gives the site the absolute installed path
+`dynamo.guard_site` and the reproducers' verification (a printed traceback's frame, `repro_verify`), gives the site the absolute installed path
 gives: ``transformers.cache_utils:<class>.update``, its qualname read from the real file.
 """
 
@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance import reasons
-from conformance.report import repro_report
+from conformance.report import repro_verify
 
 pytestmark = pytest.mark.meta
 
@@ -72,7 +72,8 @@ def test_every_form_of_a_path_gives_the_installed_site(form, tmp_path):
     path = _forms(tmp_path)[form]
     assert reasons.site(path, LINE, "update") == EXPECTED
     assert reasons.module_of(path) == "transformers.cache_utils"
-    assert repro_report.site(path, LINE, "update") == EXPECTED
+    printed = f'Traceback (most recent call last):\n  File "{path}", line {LINE}, in update\n    x\nValueError: boom\n'
+    assert repro_verify.observed(repro_verify.Run(1, 0.0, printed))["where"] == EXPECTED
 
 
 @pytest.mark.parametrize("form", FORMS)
@@ -83,7 +84,6 @@ def test_every_form_of_a_guard_failure_gives_the_installed_site(form, tmp_path):
     reason = f"0/0: {GUARD:<60}  # self.cumulative_length_int += kv_length  # {path}:{LINE} in update"
     site = "kwargs['past_key_values'].layers[#].cumulative_length_int == # @ " + EXPECTED
     assert guard_site(reason) == site
-    assert repro_report.guard_site(reason) == site
 
 
 def test_a_model_file_in_each_form():

@@ -15,7 +15,8 @@
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
-    conformance findings RUN.json [...] --repro DIR [--verify] [--group ID] [--timeout S]
+    conformance findings RUN.json [...] --repro DIR [--verify [--python PATH]] [--group ID] [--timeout S]
+    conformance findings RUN.json [...] --issue ID|top [--repro DIR] [-o OUT.md]
     conformance bench [ARGS...]
     conformance versions [--ci]
     conformance jobs list|status|run|publish|gate [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
@@ -377,6 +378,8 @@ def cmd_findings(args) -> int:
     groups = findings.group_failures(envelopes, list(args.runs))
     if args.verify and not args.repro:
         raise CliError("findings: --verify runs the scripts of --repro DIR; name the folder")
+    if args.issue:
+        return _findings_issue(args, groups, envelopes)
     if args.repro:
         return _findings_repro(args, groups, envelopes)
     links, note = _expectation_links(envelopes)
@@ -400,6 +403,57 @@ def cmd_findings(args) -> int:
     if args.output:
         write_files({Path(args.output): text})
         print(f"wrote {args.output}: {len(groups)} group(s)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _issue_of(group, envelopes, folder: Path | None, sources: list[str]) -> str:
+    """The issue text of one group: its script and verdict from `folder` (a --repro DIR) when there, else the
+    script written now into a temporary folder."""
+    import json
+    import tempfile
+
+    from conformance.report import repro, repro_issue
+
+    known = {}
+    if folder is not None and (folder / repro.INDEX).exists():
+        known = {g["group"]: g for g in json.loads((folder / repro.INDEX).read_text())["groups"]}
+    if group.id in known and known[group.id].get("script") and (folder / known[group.id]["script"]).exists():
+        entry = repro.Entry(**known[group.id])
+        return repro_issue.render_issue(group, envelopes, (folder / entry.script).read_text(), entry)
+    with tempfile.TemporaryDirectory(prefix="conformance-issue-") as scratch:
+        entry = repro.write_one(group, envelopes, Path(scratch))
+        script = (Path(scratch) / entry.script).read_text() if entry.script else ""
+    return repro_issue.render_issue(group, envelopes, script, entry if entry.script else None)
+
+
+def _findings_issue(args, groups, envelopes) -> int:
+    """`findings --issue ID|top`: an upstream issue text (see `conformance.report.repro_issue`)."""
+    from conformance.report import findings, repro
+
+    folder = Path(args.repro) if args.repro else None
+    if args.issue == "top":
+        if folder is None:
+            raise CliError("findings: --issue top writes into DIR/issues/; name the folder with --repro DIR")
+        ranked = [g for g, _ in findings.rank(groups, envelopes)][:findings.TOP]
+        texts = {folder / repro.ISSUES / f"{g.id}.md": _issue_of(g, envelopes, folder, list(args.runs)) for g in ranked}
+        write_files(texts)
+        if (folder / repro.INDEX).exists():  # the README links each group's issue text
+            import json
+
+            entries = [repro.Entry(**g) for g in json.loads((folder / repro.INDEX).read_text())["groups"]]
+            repro.write_index(entries, folder, list(args.runs), envelopes)
+        print(f"wrote {len(texts)} issue text(s) into {folder / repro.ISSUES}")
+        return 0
+    group = next((g for g in groups if g.id == args.issue and g.upstream), None)
+    if group is None:
+        raise CliError(f"findings: no upstream group {args.issue!r} in these runs; `conformance findings "
+                       "RUN.json` lists the ids")
+    text = _issue_of(group, envelopes, folder, list(args.runs))
+    if args.output:
+        write_files({Path(args.output): text})
+        print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return 0
@@ -432,7 +486,7 @@ def _findings_repro(args, groups, envelopes) -> int:
     print(f"wrote {len(written)} script(s) for {len(entries)} upstream group(s) into {folder}")
     if not args.verify:
         return 0
-    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said)
+    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said, python=args.python)
     repro.write_index(entries, folder, list(args.runs), envelopes)
     failed = [e for e in written if not e.verified]
     print(f"verified: {len(written) - len(failed)} of {len(written)} script(s) reproduce "
@@ -565,6 +619,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="with --repro: run each script alone (the suite not importable) and compare its failure")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per script with --verify")
+    p.add_argument("--python", default=sys.executable, metavar="PATH",
+                   help="with --verify: the interpreter of a venv without the suite (default: this one, run -I)")
+    p.add_argument("--issue", default="", metavar="ID|top",
+                   help="an upstream issue text for group ID, ready to paste (its script from --repro DIR when "
+                        "there, else written now); 'top': the ten ranked first, into DIR/issues/ (needs --repro)")
     p.set_defaults(func=cmd_findings)
 
     sub.add_parser("bench", help="decode speed, eager vs compiled (`bench --suite RUN.json`: what the matrix itself "

@@ -32,6 +32,20 @@ def _second_request(ctx: Context) -> None:
                          "script does not carry")
 
 
+EXPORTERS = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+             "executorch": ("ExecutorchExporter", "ExecutorchConfig"), "openvino": ("OpenVINOExporter", "OpenVINOConfig")}
+
+
+def _exporter(backend: str) -> str:
+    """``Exporter(), Config`` of `backend` as call source (the caller adds the config's arguments)."""
+    exporter, config = EXPORTERS[backend]
+    return f"{exporter}(), {config}"
+
+
+def _exporter_import(backend: str) -> str:
+    return f"from transformers.exporters import {', '.join(EXPORTERS[backend])}"
+
+
 def _runner_options(backend: str) -> str:
     """The check's `ExportedModel.to` keywords for `backend` as call source (OpenVINO: compiled in float32)."""
     from conformance.checks.common.exporters import runner_options
@@ -51,12 +65,12 @@ def exporter_forward(ctx: Context) -> Steps:
         constants = {**constants, "use_cache": False}
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
-            f"exporter, config = exporter_of({backend!r}, dynamic=True)",
-            "exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)"]
+            f"exporter, config = {_exporter(backend)}(dynamic=True)",
+            "exported = exporter.export(model, dict(inputs, **CONSTANTS), config)"]
     if ".export(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runner = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners["model"])',
+        body += [f'runner = exported.to("cpu"{_runner_options(backend)}).runners["model"]',
                  "reference = tiny_model()",
-                 "actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
+                 "actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
                  "with torch.no_grad():",
                  "    expected = logits_of(reference(**inputs, **CONSTANTS))",
                  'mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))',
@@ -65,9 +79,9 @@ def exporter_forward(ctx: Context) -> Steps:
                  f'what = "{backend} runner logits on the sample"',
                  "within, beyond = close(actual, expected, ATOL, RTOL)",
                  "if not within:",
-                 '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
-    return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "close",
-                              "logits_of"), inputs=tensors,
+                 '    raise AssertionError(f"{what}: logits differ from eager by {beyond}")']
+    return Steps(body, parts=("runner_kwargs", "close", "logits_of"), imports=(_exporter_import(backend),),
+                 inputs=tensors,
                  constants={"CONSTANTS": _literal(constants), **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
                         "(the check also calls it on a prompt of another length)"])
@@ -84,33 +98,31 @@ def exporter_generate(ctx: Context) -> Steps:
     body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
             "config = tiny_model().generation_config",
             "config.update(**GENERATION)",
-            f"exporter, export_config = exporter_of({backend!r}, dynamic=True)",
-            "exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,",
-            "                         generation_config=config)"]
+            f"exporter, export_config = {_exporter(backend)}(dynamic=True)",
+            "exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,",
+            "                                           generation_config=config)"]
     if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runners = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners)',
+        body += [f'runners = exported.to("cpu"{_runner_options(backend)}).runners',
                  "routed = RoutedGenerate(tiny_model(), runners)",
                  "actual = routed.generate(inputs, config)",
                  "if routed.eager_calls:",
                  "    left_out = sorted(routed.eager_calls)",
-                 '    raise Finding("contract", f"export_for_generation left {left_out} out of its components "',
-                 '                  f"({sorted(exported.components)}), and generate calls them",',
-                 '                  what=f"submodules called by generate but not exported: {left_out}",',
-                 f"                  where={exporters.DECOMPOSITION_SITE!r})",
+                 '    raise AssertionError(f"export_for_generation left {left_out} out of its components "',
+                 '                         f"({sorted(exported.components)}), and generate calls them (the "',
+                 f"                         {'components chosen by ' + exporters.DECOMPOSITION_SITE + ')'!r})",
                  "with torch.no_grad():",
                  "    expected = tiny_model().generate(**inputs, generation_config=config)",
                  "tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]",
                  "if not torch.equal(tokens, wanted):",
                  "    step = int((tokens != wanted).any(0).nonzero()[0])",
-                 '    raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "',
-                 '                  f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",',
-                 '                  what=f"tokens from the components differ at new token {step}")',
+                 '    raise AssertionError(f"tokens from the components differ at new token {step} from eager "',
+                 '                         f"generate: {tokens[0].tolist()} vs {wanted[0].tolist()}")',
                  "for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):",
                  "    within, beyond = close(a.float(), e.float(), ATOL, RTOL)",
                  "    if not within:",
-                 '        raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "',
-                 '                      f"eager generate by {beyond}", what="logits from the components differ")']
-    return Steps(body, parts=("exporter_of", "exporter_call", "RoutedGenerate", "close"), inputs=requests[0][1],
+                 '        raise AssertionError(f"step {step}: logits from the components differ from "',
+                 '                             f"eager generate by {beyond}")']
+    return Steps(body, imports=(_exporter_import(backend),), parts=("RoutedGenerate", "close"), inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
                             **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "

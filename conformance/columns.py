@@ -27,6 +27,21 @@ column per backend, next to the check's own:
   backend's columns where a class has a cell of them that applies, else by
   the other columns (`deciding_cells`).
 
+Dtype columns (issue 52): a run in another dtype than the main run's
+(``--dtype bfloat16``), merged into the main run's envelope, gives every
+column it ran one more column, ``<column>~<short dtype>``
+(``static_cache~bf16``, ``compile_prefill@inductor~fp16``):
+
+* `dtype_column(column, dtype)` is its id (`SHORT_DTYPES` names the
+  suffix); `split_dtype(column)` is (the column it widens, its dtype), the
+  dtype "" for a column of the run's own dtype; `split` strips the dtype
+  first, so its check id is the check's whatever the column's dtype.
+* `dtype_number(column_number, dtype)` sorts the dtype's columns after every
+  column of the run's own dtype, in the order of `DTYPES`, each dtype's in its
+  checks' order.
+* `dtype_of(envelope, column)` is the dtype a column ran in: its own
+  (``check_info[column]["dtype"]``, which merging sets), else the run's.
+
 Torch-free: the run, the report and the gate all use it.
 """
 
@@ -35,6 +50,10 @@ from __future__ import annotations
 from typing import Iterable, Mapping
 
 SEPARATOR = "@"
+DTYPE_SEPARATOR = "~"
+DTYPES = ("float32", "bfloat16", "float16")  # the published dtypes, in column order
+SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+DTYPE_COLUMN_STRIDE = 1000  # more than any column number of one dtype
 PREFERRED_BACKEND = "inductor"
 BACKEND_FLAGS = ("_can_compile_fullgraph",)  # what a compile observes depends on the backend it compiled with
 
@@ -51,9 +70,36 @@ def column_id(check_id: str, backend: str) -> str:
 
 def split(column: str) -> tuple[str, str]:
     """(check id, backend) of a column: ``compile_prefill@inductor`` -> (compile_prefill, inductor); a check's own
-    column has backend ''."""
-    check_id, _, backend = column.partition(SEPARATOR)
+    column has backend ''. A dtype column's is that of the column it widens (``static_cache~bf16`` ->
+    (static_cache, ''))."""
+    check_id, _, backend = split_dtype(column)[0].partition(SEPARATOR)
     return check_id, backend
+
+
+def dtype_column(column: str, dtype: str) -> str:
+    """``static_cache~bf16``: `column` from a run in `dtype`."""
+    return f"{column}{DTYPE_SEPARATOR}{SHORT_DTYPES.get(dtype, dtype)}"
+
+
+def split_dtype(column: str) -> tuple[str, str]:
+    """(the column of the run's own dtype, the dtype's full name) of a column: ``static_cache~bf16`` ->
+    (static_cache, bfloat16); a column of the run's own dtype has dtype ''."""
+    base, _, short = column.partition(DTYPE_SEPARATOR)
+    full = {v: k for k, v in SHORT_DTYPES.items()}
+    return base, full.get(short, short)
+
+
+def dtype_number(column_number: int, dtype: str) -> int:
+    """The column number of `dtype`'s column of the column numbered `column_number`: after every column of the run's
+    own dtype (see the module)."""
+    rank = DTYPES.index(dtype) if dtype in DTYPES else len(DTYPES)
+    return column_number + DTYPE_COLUMN_STRIDE * max(rank, 1)
+
+
+def dtype_of(envelope: dict, column: str) -> str:
+    """The dtype a column ran in: its own (`static_cache~bf16`), else the run's."""
+    return ((envelope.get("check_info") or {}).get(column) or {}).get("dtype") or \
+        envelope["environment"].get("dtype", "float32")
 
 
 def number(check_column: int) -> int:

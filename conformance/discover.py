@@ -369,26 +369,75 @@ def row_metadata(names) -> dict[str, dict]:
     return rows
 
 
-def select_classes(patterns: list[str], index: dict[str, str], names: list[str]) -> list[str]:
-    """The names of `names` (in their order) that a glob of `patterns` matches, by name or alias.
+def model_types() -> dict[str, str]:
+    """Every discovered class's canonical name -> its model type (``llava``), as `select_classes` takes them."""
+    return {info.name: info.model_type for info in discover()}
 
-    `index` maps every accepted name to its canonical name; no patterns
-    means all of `names`; a pattern that matches nothing raises LookupError
-    naming it. ``:ci`` stands for the gate version's CI classes
-    (`versions.gate_ci_models`: fixtures/versions.toml's ``[ci] gate``),
-    each of which must be discovered.
+
+class NoMatch(LookupError):
+    """A --models name that selects no class: `pattern`, and `close`, the nearest names that do (maybe none)."""
+
+    def __init__(self, pattern: str, close: tuple[str, ...] = ()):
+        super().__init__(pattern)
+        self.pattern, self.close = pattern, tuple(close)
+
+    def __str__(self) -> str:
+        hint = (f"did you mean {', '.join(self.close)}?" if self.close
+                else "see `conformance list` for the names")
+        return f"no discovered class matches {self.pattern!r}; {hint}"
+
+
+def select_classes(patterns: list[str], index: dict[str, str], names: list[str],
+                   types: dict[str, str] | None = None) -> list[str]:
+    """The names of `names` (in their order) that `patterns` select: the one resolver of class names.
+
+    A pattern is a class name (or alias), a model type (`types`: canonical
+    name -> ``model_type``, e.g. ``llava``) or a glob over either
+    (``*Llava*``), all case-insensitive. `index` maps every accepted name to
+    its canonical name; no patterns means all of `names`. A pattern that
+    selects nothing raises `NoMatch` (a LookupError) naming it and the
+    nearest names (`suggest`). ``:ci`` stands for the gate version's CI
+    classes (`versions.gate_ci_models`: fixtures/versions.toml's ``[ci]
+    gate``), each of which must be discovered; an unknown ``:name`` raises
+    LookupError naming the known ones.
     """
-    import fnmatch
-
     if not patterns:
         return list(names)
     chosen = set()
     for pattern in _expanded(patterns):
-        hits = {index[n] for n in index if fnmatch.fnmatchcase(n, pattern)}
+        hits = matching(pattern, index, types or {})
         if not hits:
-            raise LookupError(pattern)
+            raise NoMatch(pattern, suggest(pattern, index, types or {}))
         chosen |= hits
     return [n for n in names if n in chosen]
+
+
+def matching(pattern: str, index: dict[str, str], types: dict[str, str]) -> set[str]:
+    """The canonical names `pattern` selects (see `select_classes`), maybe none."""
+    import fnmatch
+
+    wanted = pattern.lower()
+    hits = {canonical for name, canonical in index.items() if fnmatch.fnmatchcase(name.lower(), wanted)}
+    return hits | {name for name, model_type in types.items()
+                   if model_type and name in index and fnmatch.fnmatchcase(model_type.lower(), wanted)}
+
+
+def suggest(pattern: str, index: dict[str, str], types: dict[str, str], n: int = 3) -> tuple[str, ...]:
+    """The names nearest to `pattern` (`difflib.get_close_matches`, case-insensitive) over the class names and
+    model types; a class name is also compared without its ``ForConditionalGeneration`` ending, so that
+    ``Lava`` finds LlavaForConditionalGeneration. Each is written as a name `select_classes` accepts."""
+    import difflib
+
+    spelled: dict[str, str] = {}  # lower-case candidate -> the selectable name it stands for
+    for name in index:
+        spelled.setdefault(name.lower(), name)
+        stem = name.removesuffix("ForConditionalGeneration")
+        spelled.setdefault(stem.lower(), name)
+    for model_type in types.values():
+        if model_type:
+            spelled.setdefault(model_type.lower(), model_type)
+    close = difflib.get_close_matches(pattern.lower(), list(spelled), n=n * 2)
+    return tuple(dict.fromkeys(spelled[c] for c in close))[:n]
 
 
 SELECTIONS = (":ci",)

@@ -13,7 +13,9 @@ lists the fingerprint it was measured with; the gate compares the two
   exception of the model under the check, an export error, a harness error,
   a fatal error in native code that code outside the suite called (`fatal_error`: ExecuTorch's runtime,
   a torch kernel; `where` is the innermost Python frame), a crash of the process running the cell that the
-  suite cannot attribute (`crash`: no traceback, or the suite's own frame), a timeout, or a contract the check states in words (`contract`);
+  suite cannot attribute (`crash`: no traceback, or the suite's own frame), a timeout, a cell that needed more
+  memory than its limit or the machine gave (`resources`: the cell's own cost, listable like any failure; `what`
+  says which limit, the peak is in the metrics), or a contract the check states in words (`contract`);
 * `where`: the place in code as ``module:qualname`` (`conformance.reasons.site`),
   no line numbers, so moving code does not change it;
 * `error`: the exception type that decided, when one did;
@@ -41,7 +43,7 @@ from dataclasses import dataclass, field, fields
 
 KINDS = ("graph_break", "data_dependent_guard", "unsupported", "recompile", "specialisation", "numerical_mismatch",
          "backend", "exception", "export_error", "call_order", "contract", "harness_error", "fatal_error",
-         "crash", "timeout")
+         "crash", "timeout", "resources")
 COUNTS = ("breaks", "recompiles")  # fewer than listed: improved; more: changed
 
 # The suite's own failures (docs/design.md, "a model's failure or the suite's"): two questions, two answers.
@@ -196,10 +198,14 @@ TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
 
 def kind_of(exc: BaseException, default: str = "exception") -> str:
     """The kind of failure an exception is: a data-dependent guard, an unsupported construct, or `default`."""
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
+    return kind_from(type(exc).__name__, str(exc), default)
+
+
+def kind_from(error: str, message: str, default: str = "exception") -> str:
+    """`kind_of` of an exception known by its type's name and its message (a printed traceback's last line)."""
+    if any(marker in f"{error}: {message}" for marker in DATA_DEPENDENT):
         return "data_dependent_guard"
-    if type(exc).__name__ == "Unsupported":
+    if error == "Unsupported":
         return "unsupported"
     return default
 
@@ -207,13 +213,21 @@ def kind_of(exc: BaseException, default: str = "exception") -> str:
 def where_of(exc: BaseException) -> str:
     """The site an exception points at: a transformers frame its message names (strict export traces
     symbolically, so its traceback ends in torch), else its traced stack or traceback."""
-    from conformance.reasons import exception_site, site
+    import traceback
 
-    named = TRANSFORMERS_FILE.findall(str(exc))
+    return where_from(str(exc), traceback.extract_tb(exc.__traceback__), getattr(exc, "real_stack", None))
+
+
+def where_from(message: str, frames, real_stack=None) -> str:
+    """`where_of` of an exception known by its message, its traceback's frames and dynamo's traced stack (None
+    when it has none): objects with `filename`, `lineno` and `name`, as `traceback.FrameSummary`."""
+    from conformance.reasons import site, stack_site
+
+    named = TRANSFORMERS_FILE.findall(message)
     if named:
         path, line = named[-1]
         return site(path, int(line))
-    return exception_site(exc)
+    return stack_site(frames, real_stack)
 
 
 def of_exception(exc: BaseException, default: str = "exception") -> Fingerprint:

@@ -13,6 +13,7 @@ LlavaModel.get_image_features``; ``<module>`` for module level). `site_of(frames
 is the site of the innermost frame inside transformers (else the innermost),
 for a list of `traceback.FrameSummary`; `exception_site(exc)` that of an
 exception (dynamo's traced stack when it has one, else its traceback).
+`stack_site(frames, real_stack)` is the same of frames known apart from an exception (a printed traceback's).
 `raised_in_suite(exc)` is the line between a model's failure and the
 suite's: whether the frame that raised `exc` (after following explicit
 causes, ``raise ... from``, to the root) is this package's own code. The
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import os
 import re
 import sys
 import traceback
@@ -80,18 +82,138 @@ def one_line(exc: BaseException, limit: int = 300, location: str | None = None) 
     return f"{type(exc).__name__}: {text}" + (f" (at {location})" if location else "")
 
 
+INSTALLED_MARKERS = ("/site-packages/", "/dist-packages/")  # a venv's, a tox env's, a user site's, the system's
+CHECKOUT_LAYOUT = re.compile(r"(?:^|/)src/(?=[A-Za-z_]\w*/)")  # an editable checkout's src/ layout: src/<package>/
+
+
 def module_of(filename: str) -> str:
-    """The dotted module of a source file (its path below a sys.path entry), else its stem."""
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    dotted = re.sub(r"\.py$", "", path).replace("/", ".")
-    return dotted.removesuffix(".__init__")
+    """The dotted module of a source file, the same wherever its package lives and however the path is written
+    (`resolve`)."""
+    return resolve(filename)[0]
+
+
+def resolve(filename: str, lineno: int | None = None, function: str = "") -> tuple[str, str | None]:
+    """(dotted module, the real file on this machine or None) of a source file named by an absolute, relative or bare
+    path, as dynamo prints a frame (relative to torch's parent folder), a traceback (absolute) or a stored text.
+
+    The file: the path itself when it exists; else the loaded modules' files and the files below sys.path entries
+    that end with it (the part below a site-packages or a checkout's ``src/`` first, else the path as written);
+    of several, those whose definition around `lineno` is named `function`, then the shortest dotted module, then
+    the first path. The module, first rule that answers: the path below a site-packages (dist-packages) folder as
+    written, the name the file is loaded under (the most qualified of several), the real file's path below a
+    site-packages folder, below its outermost package (folders with ``__init__.py``), below the longest sys.path
+    entry; for a file not on this machine, below a checkout's ``src/``, below the longest sys.path entry, the
+    relative path as written; else its stem.
+    Names in angle brackets (``<string>``, ``<frozen ...>``) are their own module."""
+    return _resolved(filename, lineno or 0, function or "", len(sys.modules), tuple(sys.path))
+
+
+@functools.lru_cache(maxsize=4096)
+def _resolved(filename: str, lineno: int, function: str, _modules: int, _path: tuple) -> tuple[str, str | None]:
+    if filename.startswith("<"):
+        return _dotted(Path(filename).name), None
+    given = os.path.normpath(filename)
+    real = _locate(given, lineno, function)
+    if real is not None:
+        below = (_below_installed(given) or _loaded_as(real) or _below_installed(real) or _below_package(real)
+                 or _below_root(real) or _below_root(str(Path(given))) or Path(real).name)
+        return _dotted(below), real
+    relative = None if os.path.isabs(given) else _without_parents(given)
+    return _dotted(_below_installed(given) or _below_checkout(given) or _below_root(given) or relative
+                   or Path(given).name), None
+
+
+def _dotted(path: str) -> str:
+    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
+
+
+def _below_installed(path: str) -> str | None:
+    for marker in INSTALLED_MARKERS:
+        if marker in "/" + path:
+            return ("/" + path).rsplit(marker, 1)[1]
+    return None
+
+
+def _below_checkout(path: str) -> str | None:
+    found = list(CHECKOUT_LAYOUT.finditer(path))
+    return path[found[-1].end():] if found else None
+
+
+def _without_parents(path: str) -> str:
+    parts = Path(path).parts
+    while parts and parts[0] in ("..", "."):
+        parts = parts[1:]
+    return "/".join(parts)
+
+
+def _roots() -> list[str]:
+    return sorted({os.path.realpath(p) for p in sys.path if p}, key=len, reverse=True)
+
+
+def _below_root(path: str) -> str | None:
+    return next((path[len(root) + 1:] for root in _roots() if path.startswith(root + "/")), None)
+
+
+def _below_package(real: str) -> str | None:
+    """The real file's path below its outermost regular package (None for a file in no package)."""
+    folder = os.path.dirname(real)
+    top = None
+    while os.path.isfile(os.path.join(folder, "__init__.py")):
+        top, folder = folder, os.path.dirname(folder)
+    return os.path.relpath(real, os.path.dirname(top)) if top else None
+
+
+_LOADED: dict[str, object] = {"count": -1, "files": {}}
+
+
+def _loaded() -> dict[str, list[tuple[str, str]]]:
+    """The loaded modules' source files by base name: [(file as loaded, module name)] (built again when
+    sys.modules grows or shrinks)."""
+    if _LOADED["count"] != len(sys.modules):
+        files: dict[str, list[tuple[str, str]]] = {}
+        for name, module in list(sys.modules.items()):
+            try:
+                file = vars(module).get("__file__")
+            except TypeError:  # an object standing in for a module, without a __dict__
+                continue
+            if name not in ("__main__", "__mp_main__") and isinstance(file, str) and file.endswith(".py"):
+                files.setdefault(os.path.basename(file), []).append((file, name))
+        _LOADED.update(count=len(sys.modules), files=files)
+    return _LOADED["files"]  # type: ignore[return-value]
+
+
+def _loaded_as(real: str) -> str | None:
+    """The real file's path below its import root, by the most qualified name it is loaded under."""
+    names = [name for file, name in _loaded().get(os.path.basename(real), []) if os.path.realpath(file) == real]
+    if not names:
+        return None
+    name = sorted(names, key=lambda n: (-n.count("."), n))[0]
+    return name.replace(".", "/") + ("/__init__.py" if real.endswith("/__init__.py") else ".py")
+
+
+def _locate(given: str, lineno: int, function: str) -> str | None:
+    """The real file `given` names on this machine (see `resolve`), else None."""
+    if os.path.isabs(given) and os.path.isfile(given):
+        return os.path.realpath(given)
+    for tail in (_below_installed(given), _below_checkout(given),
+                 None if os.path.isabs(given) else _without_parents(given)):
+        if not tail:
+            continue
+        found = {os.path.realpath(file) for file, _ in _loaded().get(os.path.basename(tail), [])
+                 if ("/" + os.path.normpath(file)).endswith("/" + tail)}
+        found |= {os.path.realpath(os.path.join(root, tail)) for root in _roots()
+                  if os.path.isfile(os.path.join(root, tail))}
+        if found:
+            return min(found, key=lambda real: (not _defines(real, lineno, function),
+                                                _dotted(_loaded_as(real) or _below_package(real) or real).count("."),
+                                                real))
+    return None
+
+
+def _defines(filename: str, lineno: int, function: str) -> bool:
+    """Whether the innermost definition around `lineno` of the file is named `function`."""
+    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
+    return bool(inside and function and inside[-1].rsplit(".", 1)[-1] == function)
 
 
 @functools.lru_cache(maxsize=256)
@@ -117,10 +239,17 @@ def _definitions(filename: str) -> tuple[tuple[int, int, str], ...]:
 
 
 def site(filename: str, lineno: int | None, function: str = "") -> str:
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
+    """``module:qualname`` of the innermost def or class around `lineno` of `filename` (any form `resolve` takes:
+    the file is read where it really is, so the qualname does not depend on how the path was written)."""
+    module, real = resolve(filename, lineno, function)
+    inside = [name for first, last, name in (_definitions(real) if real else ()) if lineno and first <= lineno <= last]
     name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
+    return f"{module}:{name}"
+
+
+def in_transformers(filename: str) -> bool:
+    """Whether a frame's file is in transformers' package, however its path is written."""
+    return "/transformers/" in "/" + filename
 
 
 def site_of(frames) -> str:
@@ -129,7 +258,7 @@ def site_of(frames) -> str:
     frames = list(frames or [])
     if not frames:
         return ""
-    inside = [f for f in frames if "/transformers/" in f.filename]
+    inside = [f for f in frames if in_transformers(f.filename)]
     outside = [f for f in frames if not in_suite(f.filename)]
     frame = (inside or outside or frames)[-1]
     return site(frame.filename, frame.lineno, frame.name)
@@ -139,10 +268,14 @@ def exception_site(exc: BaseException) -> str:
     """The site an exception points at: dynamo's traced user stack when it reaches outside this suite, else its
     traceback. (A backend that traces again under torch's tracing context, as ExecuTorch's lowering does, stamps
     the stack of whoever called it: the suite's check, not the code that failed.)"""
-    stack = getattr(exc, "real_stack", None)
-    if stack and any(not in_suite(frame.filename) for frame in stack):
-        return site_of(stack)
-    return site_of(traceback.extract_tb(exc.__traceback__))
+    return stack_site(traceback.extract_tb(exc.__traceback__), getattr(exc, "real_stack", None))
+
+
+def stack_site(frames, real_stack=None) -> str:
+    """`exception_site` of a traceback's frames and dynamo's traced stack (None when there is none)."""
+    if real_stack and any(not in_suite(frame.filename) for frame in real_stack):
+        return site_of(real_stack)
+    return site_of(frames)
 
 
 SUITE = Path(__file__).resolve().parent

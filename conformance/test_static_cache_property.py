@@ -9,8 +9,10 @@ from hypothesis import strategies as st
 
 from conformance.tolerances import tolerance
 
-# Models the property runs on: small, text-only prompts accepted, cheap generate.
+# Models the property runs on: small, text-only prompts accepted, cheap generate. Each test runs for those of them
+# the run selects (--models), and is not collected when it selects none (`conformance_models`).
 PROPERTY_MODELS = ("LlavaForConditionalGeneration", "PaliGemmaForConditionalGeneration")
+pytestmark = pytest.mark.conformance_models(*PROPERTY_MODELS)
 
 
 def _prompts(case, lengths: list[int], seed: int) -> dict:
@@ -24,23 +26,28 @@ def _prompts(case, lengths: list[int], seed: int) -> dict:
 
 
 @pytest.mark.conformance_check("static_cache")
-@pytest.mark.parametrize("property_model", PROPERTY_MODELS)
 @settings(max_examples=4, deadline=None, derandomize=bool(os.environ.get("CI")),
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(lengths=st.lists(st.integers(1, 12), min_size=1, max_size=3), new_tokens=st.integers(1, 12),
        seed=st.integers(0, 2**16))
 def test_static_cache_property(property_model, request, lengths, new_tokens, seed):
     """Static and dynamic caches agree for any batch size, prompt lengths and token count."""
-    from conformance.checks.static_cache import compare_static_dynamic
     from conformance.run.session import session_of
 
     session = session_of(request.config)
-    if property_model not in session.selected_models():
-        pytest.skip(f"{property_model} not selected by --models")
     _unmeasured_on_4x(property_model)
     case = session.case_for(property_model)
-    compare_static_dynamic(case.fresh_model, _prompts(case, lengths, seed), new_tokens,
-                           tolerance(str(case.dtype), case.backend))
+    compare_on(case, _prompts(case, lengths, seed), new_tokens)
+
+
+def compare_on(case, inputs: dict, new_tokens: int) -> dict:
+    """`static_cache`'s comparison of `case` on `inputs`, the scores and the cache contents each judged at the
+    run's dtype (`tolerances`: the case's backend, and the ``cache_contents`` kind)."""
+    from conformance.checks.static_cache import compare_static_dynamic
+
+    dtype = str(case.dtype)
+    return compare_static_dynamic(case.fresh_model, inputs, new_tokens, tolerance(dtype, case.backend),
+                                  tolerance(dtype, "cache_contents"))
 
 
 # A transformers bug, not a harness gap (issue 15; research/truth): the mask shortcut assumes causal modules.
@@ -64,7 +71,6 @@ def _unmeasured_on_4x(property_model: str) -> None:
 
 
 @pytest.mark.conformance_check("static_cache")
-@pytest.mark.parametrize("property_model", PROPERTY_MODELS)
 @pytest.mark.parametrize("spare_slots", [2, 26])
 def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slots, request):
     """A prefill into an empty StaticCache with spare slots (the export pattern: the sample's second prompt
@@ -75,8 +81,6 @@ def test_static_prefill_equals_a_forward_without_cache(property_model, spare_slo
     from conformance.run.session import session_of
 
     session = session_of(request.config)
-    if property_model not in session.selected_models():
-        pytest.skip(f"{property_model} not selected by --models")
     _unmeasured_on_4x(property_model)
     if property_model in STATIC_PREFILL_BUGS:
         request.applymarker(pytest.mark.xfail(strict=True, reason=STATIC_PREFILL_BUGS[property_model]))

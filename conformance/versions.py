@@ -89,7 +89,8 @@ def load(path: Path | None = None) -> VersionData:
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise VersionsError(f"{name}: not valid TOML ({' '.join(str(exc).split())}); fix the syntax") from None
+        raise VersionsError(f"{name}: not valid TOML ({' '.join(str(exc).split())}); "
+                            f"{locations.fix_or_restore(path)}") from None
     extra = sorted(set(data) - set(TOP_KEYS))
     if extra:
         raise VersionsError(f"{name}: unknown top-level key {extra[0]!r}; the file holds {', '.join(TOP_KEYS)}")

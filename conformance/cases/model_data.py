@@ -117,7 +117,8 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
     try:
         data = tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise FixtureError(f"{path}: not valid TOML ({exc}); fix the syntax") from None
+        raise FixtureError(f"{locations.shown(path)}: not valid TOML ({exc}); "
+                           f"{locations.fix_or_restore(path)}") from None
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise FixtureError(f"{path}: unknown key {sorted(unknown)[0]!r}; allowed: {sorted(TOP_KEYS)}")

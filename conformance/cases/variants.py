@@ -19,7 +19,8 @@ variant is the case's sample changed in one such way, made by general rules
   sequence-aligned inputs, else the first; lists are repeated). Prompts and
   their images are ordered alike, so this holds for per-prompt, per-image
   and flattened-patch inputs; the eager logits of the doubled batch must
-  repeat the sample's, or the variant is refused.
+  repeat the sample's (within the ``batch_repeat`` row of `tolerances` for
+  the logits' dtype), or the variant is refused.
 * ``images`` / ``image_size``: the class's own strategy run again with a
   recipe override, ``images_per_prompt = 2`` or ``image_scale = (1, 2)``
   (images twice as wide); placeholder counts come from the model's encoder
@@ -44,6 +45,7 @@ from conformance.cases.configs import IMAGE_PLACEHOLDERS, VIDEO_PLACEHOLDERS, pl
 from conformance.cases.samples import Sample, make_sample, recipe_for, special_ids, text_tokens
 from conformance.cases.tiny import TinyModel
 from conformance.reasons import one_line
+from conformance.tolerances import tolerance
 
 SHORTER = 2  # text tokens removed from every prompt
 LONGER = 5  # text tokens added to every prompt
@@ -52,7 +54,6 @@ LENGTH_VARIANTS = ("shorter", "longer")
 MEDIA_OVERRIDES = {"images": {"images_per_prompt": 2}, "image_size": {"image_scale": (1, 2)}}
 MIN_LENGTH = 2  # the shortest prompt a variant leaves (0 and 1 are specialised by dynamic shapes)
 PROMPT_KEYS = ("input_ids", "decoder_input_ids")  # the first one present is the prompt that varies
-BATCH_CHECK_TOL = 1e-4  # a doubled batch must repeat the sample's logits (float32, batch-size numerics)
 
 
 @dataclass
@@ -304,8 +305,11 @@ def _batch_repeats(base: torch.Tensor, doubled: torch.Tensor) -> str:
     batch = base.shape[0]
     if doubled.shape[0] != 2 * batch or doubled.shape[1:] != base.shape[1:]:
         return f"doubling every input along its batch axis gives logits {tuple(doubled.shape)}, not 2 x {tuple(base.shape)}"
-    diff = max(float((doubled[:batch] - base).abs().max()), float((doubled[batch:] - base).abs().max()))
-    if not diff <= BATCH_CHECK_TOL:
+    tol = tolerance(str(base.dtype), "batch_repeat")  # the row of the dtype the logits were computed in
+    halves = (doubled[:batch], doubled[batch:])
+    diff = max(float((half - base).abs().max()) for half in halves)
+    # NaN, and two equal infinities (inf - inf), repeat nothing: the comparison fails on them, as it always did.
+    if not all(bool(((half - base).abs() <= tol.atol + tol.rtol * base.abs()).all()) for half in halves):
         return f"doubling every input along its batch axis does not repeat the prompts (logits differ by {diff:.3g})"
     return ""
 

@@ -33,7 +33,11 @@ Metrics: `max_abs_diff` (the worst score difference over the compared steps),
 run's forwards got, when none was a StaticCache: generate ignored
 `cache_implementation`, so the comparison says nothing about a static cache;
 recorded, not gated). `compare_static_dynamic` is the same comparison on any
-inputs, for the property test over prompt length, batch size and token count.
+inputs, for the property test over prompt length, batch size and token count;
+it takes both tolerances (the scores', the cache contents') from its caller,
+who asks the table for the run's dtype (the check: `declared_tolerance`): it
+has no default, so that no caller compares a half-precision cache at
+float32's.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from conformance.checks.common.compare import judge_close
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check, declared_tolerance
 from conformance.reasons import one_line
-from conformance.tolerances import Tolerance, cache_contents
+from conformance.tolerances import Tolerance
 
 NEW_TOKENS = 10
 
@@ -170,10 +174,9 @@ def _witness_note(metrics: dict) -> str:
 
 
 def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: int,
-                           tol: Tolerance, witness: bool = True, contents: Tolerance | None = None) -> dict:
+                           tol: Tolerance, contents: Tolerance, witness: bool = True) -> dict:
     """Greedy static-cache vs dynamic-cache generate, as the module says; metrics, or ContractViolation.
-    `contents` is the tolerance of the cache contents comparison (default: `tolerances.cache_contents` of
-    float32)."""
+    `tol` judges the scores, `contents` the cache contents (``tolerance(dtype, "cache_contents")``)."""
     metrics: dict = {"new_tokens": new_tokens, "max_abs_diff": 0.0}
     static, dynamic, held = _runs(make_model, inputs, new_tokens, metrics)
     steps = len(dynamic.scores)
@@ -199,7 +202,7 @@ def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: di
                 f"{new_static[rows, first].tolist()} vs dynamic {new_dynamic[rows, first].tolist()}); scores "
                 f"there differ by {found.beyond()}{_witness_note(metrics)}", metrics)
         metrics["tie_at_step"] = first
-    compare_contents(held, inputs, first, contents or cache_contents("float32"), metrics)
+    compare_contents(held, inputs, first, contents, metrics)
     return metrics
 
 
@@ -221,4 +224,4 @@ def check_static_cache(case: Case) -> dict:
     models = iter([first])
     return compare_static_dynamic(lambda: next(models, None) or case.fresh_model(),
                                   generate_inputs(first, case.generate_inputs()), NEW_TOKENS, declared_tolerance(case),
-                                  contents=cache_contents(str(case.dtype)))
+                                  declared_tolerance(case, "cache_contents"))

@@ -275,24 +275,26 @@ def parse(text: str, path: Path, classes: dict[str, str] | None = None) -> Expec
     from conformance.checks.common.registry import check_ids
 
     known_checks = check_ids()
+    file_name = locations.shown(path)  # fixtures/..., the file a person edits, not the conformance/data link
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
+        # `expectations --update` reads the file it rewrites (it keeps the reasons people wrote), so it cannot
+        # be the fix: the file is mended by hand or restored.
         detail = " ".join(str(exc).split())
-        raise ExpectationsError(f"{path}: not valid TOML ({detail}); fix the syntax or regenerate it with "
-                                "`conformance expectations --update RUN.json`") from None
+        raise ExpectationsError(f"{file_name}: not valid TOML ({detail}); {locations.fix_or_restore(path)}") from None
     extra = sorted(set(data) - {"cell", "conditions"})
     if extra:
-        raise ExpectationsError(f"{path}: unknown top-level key {extra[0]!r}; the file holds [conditions] and "
+        raise ExpectationsError(f"{file_name}: unknown top-level key {extra[0]!r}; the file holds [conditions] and "
                                 "[[cell]] tables")
-    conditions = _conditions(data["conditions"], f"{path}: [conditions]") if "conditions" in data \
+    conditions = _conditions(data["conditions"], f"{file_name}: [conditions]") if "conditions" in data \
         else dict(DEFAULT_CONDITIONS)
     cells = data.get("cell", [])
     if not isinstance(cells, list):
-        raise ExpectationsError(f"{path}: `cell` must be an array of tables; write each entry as [[cell]]")
+        raise ExpectationsError(f"{file_name}: `cell` must be an array of tables; write each entry as [[cell]]")
     found: dict[tuple[str, str], Expectation] = {}
     for i, entry in enumerate(cells, start=1):
-        where = f"{path}: cell #{i}"
+        where = f"{file_name}: cell #{i}"
         for name in REQUIRED:
             if name not in entry:
                 raise ExpectationsError(f"{where} lacks {name!r}; every [[cell]] needs {', '.join(REQUIRED)}")
@@ -306,12 +308,12 @@ def parse(text: str, path: Path, classes: dict[str, str] | None = None) -> Expec
         fields = _scalars(entry, where)
         if entry["check"] not in known_checks:
             raise ExpectationsError(f"{where} names unknown check {entry['check']!r}; known: {', '.join(known_checks)}")
-        fields.update(_fingerprint(entry, where))
+        fields.update(_fingerprint(entry, where, path))
         named = f"{where} ({entry['model']} / {entry['check']})"
         _checked_gap(fields, named)
         own = _own_conditions(entry["conditions"], where, conditions) if "conditions" in entry else {}
         holds = [{**conditions, **table} for table in (own if isinstance(own, list) else [own])]
-        overrides = _overrides(entry.get("when", []), named, holds, fields)
+        overrides = _overrides(entry.get("when", []), named, holds, fields, path)
         model = entry["model"]
         if classes is not None:
             if model not in classes:
@@ -340,15 +342,14 @@ def _scalars(table: dict, where: str) -> dict:
     return fields
 
 
-def _fingerprint(table: dict, where: str) -> dict:
+def _fingerprint(table: dict, where: str, path: Path) -> dict:
     """{"fingerprint": the Fingerprint `table` names}, validated; {} where it names none."""
     if "fingerprint" not in table:
         return {}
     try:
         return {"fingerprint": Fingerprint.from_data(table["fingerprint"])}
     except FingerprintError as exc:
-        raise ExpectationsError(f"{where}: fingerprint: {exc}; regenerate it with "
-                                "`conformance expectations --update RUN.json`") from None
+        raise ExpectationsError(f"{where}: fingerprint: {exc}; {locations.fix_or_restore(path)}") from None
 
 
 def _checked_gap(fields: dict, named: str) -> None:
@@ -357,7 +358,7 @@ def _checked_gap(fields: dict, named: str) -> None:
         raise ExpectationsError(f"{named}: {suite_gap}")
 
 
-def _overrides(tables, named: str, holds: list[dict], fields: dict) -> tuple[Override, ...]:
+def _overrides(tables, named: str, holds: list[dict], fields: dict, path: Path) -> tuple[Override, ...]:
     """An entry's [[cell.when]] tables, validated against the entry (`holds`: where it holds; `fields`: its own)."""
     if not isinstance(tables, list) or not all(isinstance(t, dict) for t in tables):
         raise ExpectationsError(f"{named}: `when` must be an array of tables; write each override as [[cell.when]]")
@@ -369,7 +370,7 @@ def _overrides(tables, named: str, holds: list[dict], fields: dict) -> tuple[Ove
             raise ExpectationsError(f"{where} has unknown key {unknown[0]!r}; a condition is one of "
                                     f"{', '.join(CONDITION_KEYS)}, an override one of {', '.join(OVERRIDABLE)}")
         conditions = _conditions({k: v for k, v in table.items() if k in CONDITION_KEYS}, where)
-        changes = {**_scalars(table, where), **_fingerprint(table, where)}
+        changes = {**_scalars(table, where), **_fingerprint(table, where, path)}
         if not conditions:
             raise ExpectationsError(f"{where} names no condition; say where it holds, e.g. backend = \"inductor\"")
         if not changes:
@@ -411,7 +412,7 @@ def read(path: Path, classes: dict[str, str] | None = None) -> ExpectationsFile:
     try:
         text = Path(path).read_text()
     except (OSError, UnicodeDecodeError) as exc:
-        raise ExpectationsError(f"{path}: cannot read it ({exc}); pass a readable TOML file") from None
+        raise ExpectationsError(f"{locations.shown(path)}: cannot read it ({exc}); pass a readable TOML file") from None
     return parse(text, Path(path), classes)
 
 
@@ -436,7 +437,8 @@ def load_for_run(run: dict, path: Path | None = None, version: str | None = None
         used = file.applying(run)
         for key, expectation in used.items():
             if key in cells:
-                raise ExpectationsError(f"{file_path}: cell {key[0]} / {key[1]} also applies from {origin[key]} "
+                raise ExpectationsError(f"{locations.shown(file_path)}: cell {key[0]} / {key[1]} also applies from "
+                                        f"{locations.shown(origin[key])} "
                                         "under this run's conditions; keep one entry or narrow its conditions")
             cells[key], origin[key] = expectation, file_path
         if used or matches(file.conditions, run):

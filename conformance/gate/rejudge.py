@@ -5,7 +5,8 @@ After `conformance expectations --update` lists a column's new failures, the run
 applies `gate.ratchet.judge` to every cell's raw verdict (`verdicts.raw`) and fingerprint, exactly as the run
 would have with today's expectations: a cell's `verdict`, `expected`, `observed` and `gate` are rewritten, its
 outcome (reason, metrics, fingerprint) is not. A backend column (`compile_prefill@inductor`) is judged under
-that backend's conditions. The environment then names the files that judged it (`expectations`, and each
+that backend's conditions, a dtype column (`static_cache~bf16`, `compile_prefill@inductor~bf16`) under that
+dtype's (and backend's). The environment then names the files that judged it (`expectations`, and each
 backend's under `backends`). Returns the new envelope and the number of cells whose verdict changed.
 """
 
@@ -30,7 +31,7 @@ def rejudge(envelope: dict, path: Path | None = None, classes: dict | None = Non
     from conformance.report.envelope import summarize
 
     env = envelope["environment"]
-    by_backend: dict[str, dict] = {}
+    by_run: dict[tuple[str, str], dict] = {}  # (backend, dtype) -> the expectations that apply there
     changed = 0
     models = {}
     for model, row in envelope["models"].items():
@@ -38,9 +39,10 @@ def rejudge(envelope: dict, path: Path | None = None, classes: dict | None = Non
         for column, cell in row["cells"].items():
             check_id, backend = columns.split(column)
             backend = backend or env.get("backend", "eager")
-            if backend not in by_backend:
-                by_backend[backend] = load_for_environment(env, backend, path, classes)
-            expectation = by_backend[backend].cells.get((model, check_id))
+            dtype = columns.split_dtype(column)[1] or env.get("dtype", "float32")
+            if (backend, dtype) not in by_run:
+                by_run[backend, dtype] = load_for_environment({**env, "dtype": dtype}, backend, path, classes)
+            expectation = by_run[backend, dtype].cells.get((model, check_id))
             listed = expectation.verdict if expectation is not None else None
             raw = verdicts.raw(cell, listed)
             if raw not in verdicts.FAILING and raw != "pass":  # skip, not run: nothing to judge
@@ -57,10 +59,14 @@ def rejudge(envelope: dict, path: Path | None = None, classes: dict | None = Non
             changed += new["verdict"] != cell.get("verdict")
             cells[column] = new
         models[model] = {**row, "cells": cells}
-    main = env.get("backend", "eager")
-    env = {**env, "expectations": _sources(by_backend[main]) if main in by_backend else env.get("expectations", [])}
+    main, dtype = env.get("backend", "eager"), env.get("dtype", "float32")
+    env = {**env, "expectations": _sources(by_run[main, dtype]) if (main, dtype) in by_run
+           else env.get("expectations", [])}
     if env.get("backends"):
-        env["backends"] = {b: {**info, "expectations": _sources(by_backend[b])} if b in by_backend else info
+        env["backends"] = {b: {**info, "expectations": _sources(by_run[b, dtype])} if (b, dtype) in by_run else info
                            for b, info in env["backends"].items()}
+    if env.get("dtypes"):
+        env["dtypes"] = {d: {**info, "expectations": _sources(by_run[main, d])} if (main, d) in by_run else info
+                         for d, info in env["dtypes"].items()}
     checks = envelope["checks"]
     return {**envelope, "environment": env, "models": models, "summary": summarize(models, checks)}, changed

@@ -10,7 +10,11 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   conditions name) choose which part of each entry it rewrites
   (`conformance.gate.rewrite.recorded`): an inductor run changes what the
   entries say under inductor, an eager run what they say under eager, and
-  nothing else; one entry a cell, never a second;
+  nothing else; one entry a cell, never a second. The same for dtype: a
+  bfloat16 run whose cell fails with the float32 fingerprint widens the
+  entry (``conditions = { dtype = ["bfloat16", "float32"] }``), one whose
+  fingerprint differs adds a ``[[cell.when]] dtype = "bfloat16"``, and a
+  cell that fails in bfloat16 only is an entry of that dtype only;
 * cells of the run whose raw verdict failed (fail, error, timeout: also
   behind an xfail, an xpass "improved" or a "failure changed") are listed
   under the run's conditions with the run's fingerprint; cells that passed
@@ -25,9 +29,10 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   describe the old failure);
 * entries are sorted by model then check, and the file is written
   atomically. A published matrix that merged another backend's columns
-  (`compile_prefill@inductor`) is refused: each backend's run updates from
-  its own run file. An unusable run file, or an entry the grammar cannot
-  write after the change (`recorded`), raises ExpectationsError (one line).
+  (`compile_prefill@inductor`) or another dtype's (`static_cache~bf16`) is
+  refused: each backend's and dtype's run updates from its own run file.
+  An unusable run file, or an entry the grammar cannot write after the
+  change (`recorded`), raises ExpectationsError (one line).
 """
 
 from __future__ import annotations
@@ -83,6 +88,10 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
         raise ExpectationsError(f"{run_path}: a merged matrix with columns of other backends "
                                 f"({', '.join(env['backends'])}); update from each backend's own run file "
                                 "(e.g. reports/latest/gate.json, then reports/latest/inductor.json)")
+    if env.get("dtypes"):
+        raise ExpectationsError(f"{run_path}: a merged matrix with columns of other dtypes "
+                                f"({', '.join(env['dtypes'])}); update from each dtype's own run file "
+                                "(e.g. the job list's plain~bf16 and inductor~bf16 envelopes)")
     run = conditions_of(env)
     file = _target(envelope, run, Path(path) if path else None)
     updated = dict(file.cells)

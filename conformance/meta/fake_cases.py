@@ -7,6 +7,9 @@ and an autouse fixture that replaces the `build` check by `draws` (a pass) and t
 pass, raise, sleep past the limit, swallow the interrupt, wrap it, or abort
 the process (the last ones only in a subprocess run). Two classes are decided
 by the cases stage without a case (`conformance.cases.model_failure.RowVerdict`).
+`LIMIT_CLASSES` (not in the default run) test the cell's limits: memory, and
+a timeout under load (the check writes the running note of a busy process
+of the run, `LOAD_NOTE`, unless it is the rerun alone).
 """
 
 FAKE_CLASSES = {
@@ -23,6 +26,13 @@ FAKE_CLASSES = {
     "WrapsForConditionalGeneration": "the check sleeps and wraps the interrupt in a RuntimeError",
 }
 
+LIMIT_CLASSES = {
+    "AllocatesForConditionalGeneration": "the check allocates 50 MB at a time, up to 1500 MB",
+    "SlowUnderLoadForConditionalGeneration": "the check sleeps past the limit while other work runs, passes alone",
+    "SlowAlwaysForConditionalGeneration": "the check sleeps past the limit, under load and alone",
+}
+LOAD_NOTE = "reports/latest/matrix.json.parts/load.running.json"
+
 _SOURCE = '''
 import os
 import time
@@ -33,6 +43,7 @@ import pytest
 pytest_plugins = ["conformance.run.plugin"]
 
 NAMES = {names!r}
+LOAD_NOTE = {load_note!r}
 
 
 class FakeCases:
@@ -93,6 +104,23 @@ def behave(case):
             raise RuntimeError("wrapped by the framework") from exc
     if name.startswith("Aborts"):
         os.abort()
+    if name.startswith("Allocates"):
+        held = []
+        for _ in range(30):
+            block = bytearray(50 * 1024 * 1024)
+            block[::4096] = b"x" * len(block[::4096])  # touch every page: resident, not only reserved
+            held.append(block)
+            time.sleep(0.05)
+    if name.startswith("Slow"):
+        from conformance.run import rerun
+
+        if not os.environ.get(rerun.RERUN_ENV):  # another process of the run is busy with a cell
+            import json
+            from pathlib import Path
+
+            Path(LOAD_NOTE).write_text(json.dumps({"pid": os.getpid(), "nodeid": "load", "started": time.time()}))
+        if name.startswith("SlowAlways") or not os.environ.get(rerun.RERUN_ENV):
+            time.sleep(600)
     return {"max_abs_diff": 0.0}
 
 
@@ -141,7 +169,7 @@ def test_compile_prefill(model_case, extra, request):
 def conftest(names=None) -> str:
     """The conftest of a pytester run over `names` (default: every class of `FAKE_CLASSES`); a name starting
     with ``NeedsPackage`` needs a package that is not installed (its cells are not run)."""
-    return _SOURCE.format(names=sorted(names or FAKE_CLASSES)) + _CHECKS
+    return _SOURCE.format(names=sorted(names or FAKE_CLASSES), load_note=LOAD_NOTE) + _CHECKS
 
 
 def fake_project(pytester):

@@ -1,8 +1,9 @@
 """A folder a gate runs in over planted models (`planted.py`), for the gate's own tests.
 
 `make_root(path, models=...)` writes a conftest whose case source builds each
-class of a models module (`planted.case_for`: the real checks run on it), the
-matrix module and an empty expectations file. With `models` the module is
+class of a models module (`planted.case_for`: the real checks run on it; in
+a half-precision run `planted_dtype.half_case`, its models cast to the
+dtype), the matrix module and an empty expectations file. With `models` the module is
 written beside the conftest; without, the conftest imports ``gate_models``
 from the path (a fake checkout's ``src/``, as a transformers checkout's
 package is imported at its base and at its head).
@@ -19,8 +20,10 @@ import dataclasses
 
 pytest_plugins = ["conformance.run.plugin"]
 
+import torch
+
 import gate_models
-from conformance.meta import planted
+from conformance.meta import planted, planted_dtype
 
 
 class PlantedCases:
@@ -31,7 +34,11 @@ class PlantedCases:
         return sorted(gate_models.NAMES)
 
     def build(self, name, device, dtype, backend):
-        return dataclasses.replace(planted.case_for(getattr(gate_models, name)), backend=backend)
+        model = getattr(gate_models, name)
+        case = planted.case_for(model)
+        if dtype != torch.float32:
+            case = dataclasses.replace(planted_dtype.half_case(model, dtype), info=case.info)
+        return dataclasses.replace(case, backend=backend)
 
     def rows(self, names):
         return {n: {"model_type": "planted", "modalities": ["text"]} for n in names}

@@ -48,7 +48,8 @@ def test_bad_options_are_one_clear_line(argv, message, capsys):
 
 def test_unknown_model_is_one_clear_line(capsys, tmp_path):
     assert bench.main(["--models", "NoSuchModel*", "--out", str(tmp_path / "b")]) == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1] == "conformance bench: --models: nothing matches 'NoSuchModel*'"
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "conformance bench: --models: no discovered class matches 'NoSuchModel*'; see `conformance list` for the names")
 
 
 def test_ci_sized_run_writes_the_three_outputs(tmp_path):

@@ -18,7 +18,8 @@ pytestmark = pytest.mark.meta
 
 
 @pytest.mark.parametrize("rel, decides", [
-    ("reasons.py", True), ("test_matrix.py", True), ("checks/export_forward.py", True),
+    ("reasons.py", True), ("fingerprints.py", True), ("checks/common/dynamo.py", True),  # the fingerprint rules
+    ("checks/common/shapes.py", True), ("test_matrix.py", True), ("checks/export_forward.py", True),
     ("cases/strategies/audio.py", True), ("run/cell_life.py", True), ("data/models/llava.toml", True),
     ("data/versions.toml", True), ("meta/test_jobs.py", False), ("tools/cli.py", False),
     ("report/render.py", False), ("gate/ratchet.py", False), ("data/expectations/5.24.toml", False),

@@ -15,9 +15,9 @@ import inspect
 import pytest
 import torch
 
-from conformance.checks.common import exporters
+from conformance.checks.common import exporter_table, exporters
 from conformance.checks.common.outcome import run_check
-from conformance.checks.common.registry import load_all, unavailable
+from conformance.checks.common.registry import description, load_all, unavailable
 from conformance.meta import planted
 
 pytestmark = pytest.mark.meta
@@ -185,6 +185,37 @@ def test_every_exporter_column_has_planted_bugs():
     columns = {check_id for check_id in load_all() if check_id.startswith("exporter_")}
     assert columns == {f"exporter_{b}_{s}" for b in BACKENDS for s in ("forward", "generate")}
     assert columns <= {check_id for check_id, *_ in PLANTED}
+
+
+def test_the_exporter_columns_are_the_rows_of_one_table():
+    """One check per row of `exporter_table.COLUMNS`, registered by one module, its number, tolerance and
+    packages (or opt-in group) from the row and its backend, its contract written from the table."""
+    checks = load_all()
+    rows = exporter_table.COLUMNS
+    assert {c for c in checks if c.startswith("exporter_")} == {row.id for row in rows}
+    assert len({row.number for row in rows}) == len(rows) and len({row.id for row in rows}) == len(rows)
+    for row in rows:
+        spec, backend = checks[row.id], exporter_table.BACKENDS[row.backend]
+        assert spec.module == "conformance.checks.exporter_columns", spec.module
+        assert (spec.column, spec.tolerance) == (row.number, "export")
+        assert (spec.requires, spec.extra, spec.opt_in) == (backend.requires, backend.extra, backend.opt_in)
+        assert spec.run.__name__ == f"check_{row.id}"
+        contract = inspect.getdoc(spec.run)
+        assert contract == exporter_table.contract(row).strip()
+        assert contract.startswith(f"Check `{row.id}`: ") and backend.title in contract and backend.runner in contract
+        assert description(spec) == contract.splitlines()[0].removeprefix(f"Check `{row.id}`: ")
+    assert exporter_table.column("exporter_onnx_generate").backend == "onnx"
+    with pytest.raises(KeyError, match="known: exporter_dynamo_forward"):
+        exporter_table.column("exporter_nothing_forward")
+
+
+def test_a_row_names_a_known_backend_and_part_and_no_quantizer_yet():
+    with pytest.raises(ValueError, match="backend one of"):
+        exporter_table.Column("tensorrt", "forward", 200)
+    with pytest.raises(ValueError, match="part one of"):
+        exporter_table.Column("dynamo", "decode", 200)
+    with pytest.raises(ValueError, match="not implemented"):
+        exporter_table.Column("dynamo", "forward", 200, quantizer="pt2e")
 
 
 def test_without_transformers_exporters_every_column_does_not_apply(monkeypatch):

@@ -489,6 +489,7 @@ def test_plan_prints_the_selection_and_the_shards_that_fit(capsys, planned):
     assert plan["classes"] == [ALPHA, BETA] and plan["shards"] == 1 and plan["specs"] == ["1/1"]
     code, out, _ = run(capsys, "plan", "--budget", "1", "--workers", "1")  # nothing fits: one shard a class
     assert code == 0 and "3 shard(s) of 1 workers" in out and "--shard 3/3" in out
+    assert f"classes: {ALPHA}, {BETA}, {GAMMA}" in out.splitlines()  # named without --json too
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -20,7 +20,10 @@ environment's field), ``not_run CHECK`` (why the run did not run the
 column), ``median_seconds CHECK`` (of the cells that apply, one decimal),
 ``cell_minutes CHECK...`` (their seconds summed, in minutes, rounded),
 ``failing`` / ``fingerprinted`` (cells whose check failed, errored or timed
-out; those with a failure fingerprint), ``disagreements`` (declared flags
+out; those with a failure fingerprint), ``failing_kind CHECK KIND`` (a
+column's failing cells whose fingerprint is of that kind),
+``backends_disagree CHECK...`` (classes whose answer in CHECK differs from
+CHECK@inductor's, summed over the checks), ``disagreements`` (declared flags
 the observation contradicts, both ways: `render.flag_disagreements`),
 ``flags FLAG ACTION [VALUE]`` (`flag_advice.advise` of the published run:
 how many classes get that action, and value for ``set``), ``left_alone FLAG
@@ -81,6 +84,19 @@ def _failing(envelope: dict, fingerprinted: bool) -> int:
     return sum(bool(c.get("fingerprint")) for c in cells) if fingerprinted else len(cells)
 
 
+def _failing_kind(envelope: dict, check: str, kind: str) -> int:
+    return sum(bool(c) and raw(c) in FAILING and (c.get("fingerprint") or {}).get("kind") == kind
+               for c in _column(envelope, check))
+
+
+def _backends_disagree(envelope: dict, *checks: str) -> int:
+    def differ(row, check):
+        eager, inductor = row["cells"].get(check), row["cells"].get(f"{check}@inductor")
+        return bool(eager and inductor) and answer.answer(eager)[0] != answer.answer(inductor)[0]
+
+    return sum(differ(row, check) for check in checks for row in envelope["models"].values())
+
+
 FIGURES = {
     "classes": lambda e: len(e["models"]),
     "built": lambda e: sum(answer.answer(row["cells"].get("build"))[0] == "works" for row in e["models"].values()),
@@ -93,6 +109,8 @@ FIGURES = {
     "cell_minutes": lambda e, *checks: round(sum(sum(_seconds(e, c)) for c in checks) / 60),
     "failing": lambda e: _failing(e, False),
     "fingerprinted": lambda e: _failing(e, True),
+    "failing_kind": _failing_kind,
+    "backends_disagree": _backends_disagree,
     "disagreements": lambda e: sum(map(len, render.flag_disagreements(e))),
     "flags": _flags,
     "left_alone": _left_alone,
@@ -169,9 +187,16 @@ def test_every_figure_computes_on_a_small_run():
     assert figure(envelope, "flags_backend _can_compile_fullgraph") == "eager"
     assert figure(envelope, "median_seconds build") == "0.1" and figure(envelope, "cell_minutes build") == "0"
     assert figure(envelope, "not_run build") == "(run)" and figure(envelope, "disagreements") == "2"
+    assert figure(envelope, "failing_kind compile_prefill call_order") == "1"  # Beta's
+    assert figure(envelope, "failing_kind compile_prefill graph_break") == "0"
+    assert figure(envelope, "backends_disagree compile_prefill") == "0"  # no @inductor column
+    cells = envelope["models"]["AlphaForConditionalGeneration"]["cells"]
+    cells["compile_prefill@inductor"] = dict(cells["build"])  # passes under inductor, fails under eager
+    cells["compile_decode@inductor"] = dict(cells["compile_decode"])  # the same answer
+    assert figure(envelope, "backends_disagree compile_prefill compile_decode") == "1"
     assert set(FIGURES) == {"classes", "built", "checks", "cells", "pass_rate", "env", "not_run", "median_seconds",
                             "cell_minutes", "failing", "fingerprinted", "disagreements", "flags", "left_alone",
-                            "flags_backend"}
+                            "flags_backend", "failing_kind", "backends_disagree"}
 
 
 def test_docs_name_no_machine_path_and_no_pythonpath_workaround():

@@ -426,6 +426,46 @@ def test_a_run_of_other_device_and_dtype_conditions_the_entries_of_the_same_file
         "device": "cuda", "dtype": "bfloat16"}
 
 
+def test_half_precision_runs_widen_the_float32_entries_of_the_same_failure(tmp_path):
+    """float32 run, then bfloat16, then float16 (issue 52): one entry a cell; the same failure (fingerprint) in a
+    half-precision run widens the entry's dtype and keeps its words; a failure the dtype changes is a
+    [[cell.when]] of that dtype; a half-precision-only failure holds for that dtype only; a cell that passes in
+    half precision stays float32's; the float32 expectations stay as they were."""
+    file = tmp_path / "5.24.toml"
+    float32 = write_run(tmp_path / "float32.json", {"A": {
+        "static_cache": cell("fail", "cache differs", fingerprint=FP),
+        "compile_decode": cell("fail", "recompiled", fingerprint=FP),
+        "build": cell("fail", "float32 only", fingerprint=FP)}})
+    update_expectations(float32, file)
+    before = gate.load_for_run(gate.run_conditions("cpu", "float32", "eager", "2.13.0"), file).cells
+    bf16 = write_run(tmp_path / "bf16.json", {"A": {
+        "static_cache": cell("fail", "the run's words", fingerprint=FP),
+        "compile_decode": cell("fail", "bf16 matmul raised", fingerprint=OTHER_FP),
+        "export_forward": cell("fail", "bf16 only", fingerprint=OTHER_FP),
+        "build": cell("pass")}}, env={"dtype": "bfloat16"})
+    update_expectations(bf16, file)
+    fp16 = write_run(tmp_path / "fp16.json", {"A": {
+        "static_cache": cell("fail", "cache differs", fingerprint=FP),
+        "compile_decode": cell("fail", "recompiled", fingerprint=FP), "build": cell("pass")}},
+        env={"dtype": "float16"})
+    update_expectations(fp16, file)
+    all_three = {"dtype": ["bfloat16", "float16", "float32"]}
+    assert _entries(file) == {
+        ("A", "build"): ({}, [], "fail", "float32 only"),
+        ("A", "static_cache"): (all_three, [], "fail", "cache differs"),
+        ("A", "compile_decode"): (all_three, [({"dtype": "bfloat16"}, {
+            "reason": "bf16 matmul raised", "fingerprint": Fingerprint.from_data(OTHER_FP)})],
+            "fail", "recompiled"),
+        ("A", "export_forward"): ({"dtype": "bfloat16"}, [], "fail", "bf16 only")}
+    assert gate.load_for_run(gate.run_conditions("cpu", "float32", "eager", "2.13.0"), file).cells == before
+    half = gate.load_for_run(gate.run_conditions("cpu", "bfloat16", "eager", "2.13.0"), file).cells
+    assert set(half) == {("A", "static_cache"), ("A", "compile_decode"), ("A", "export_forward")}
+    first = file.read_text()
+    for run in (fp16, float32, bf16):
+        update_expectations(run, file)
+    assert file.read_text() == first  # idempotent, in any order
+
+
 @pytest.mark.parametrize("listed, run_cell, message", [
     # holds for every torch; a torch 2.13 run passes: "every torch but 2.13" is no table
     (BOTH.replace('"eager", "inductor"', '"eager"') + '[[cell.when]]\ntorch = "2.12"\nreason = "older torch"\n',

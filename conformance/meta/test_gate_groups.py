@@ -4,7 +4,7 @@ A gate is the publishing run's job list restricted to the impacted classes (`too
 (dynamic) and extras' groups (onnx) run without --checks naming them. The run is real (one `python -m pytest` per
 group, the real plugin, the real checks) over planted models (`planted.py`): one that specialises its prompt length
 (every check that traces one prompt passes), one whose head runs an operator ONNX cannot translate, and the correct
-one. To keep the meta suite fast the run keeps one check of the plain group (export_forward) and drops the inductor
+one; and one right in float32 and wrong in half precision only (`planted_dtype.Float32MinimumLM`). To keep the meta suite fast the run keeps one check of the plain group (export_forward) and drops the inductor
 group's (compile); the groups' list itself is tested whole, without running it.
 """
 
@@ -103,15 +103,49 @@ def test_an_operator_onnx_cannot_translate_turns_the_gate_red_in_export_onnx(gat
 
 def test_the_envelope_and_the_summary_say_which_published_columns_did_not_run(gate_run):
     record = gate_run.envelope["gate_run"]
-    assert record["columns"] == list(CHECKS)
-    assert [job["group"] for job in record["jobs"]] == ["plain", "dynamic", "onnx"]
+    half = [f"export_forward~{d}" for d in ("bf16", "fp16")]  # the plain check again in half precision
+    assert record["columns"] == [*CHECKS, *half]
+    assert [job["group"] for job in record["jobs"]] == ["plain", "dynamic", "onnx", "plain~bf16", "plain~fp16"]
     assert all(job["status"] == "done" and job["seconds"] > 0 for job in record["jobs"])
     published = job_gate.published_columns()
-    assert set(record["not_run"]) == set(published) - set(CHECKS)
+    assert set(record["not_run"]) == set(published) - set(CHECKS) - set(half)
     assert all(why for why in record["not_run"].values())
     line = next(line for line in summary_text(gate_run.envelope).splitlines() if line.startswith("gate: "))
     assert f"ran {len(published) - len(record['not_run'])} of the {len(published)} published columns" in line
     assert "NOT RUN: build: " in line
+
+
+HALF_MODELS = '''
+from conformance.meta.planted import TinyLM
+from conformance.meta.planted_dtype import Float32MinimumLM
+
+NAMES = ["Float32MinimumLM", "TinyLM"]
+'''
+
+
+@pytest.fixture(scope="module")
+def half_gate_run(tmp_path_factory):
+    root = gate_project.make_root(tmp_path_factory.mktemp("half-gate"), HALF_MODELS)
+    asked = job_gate.GateRequest(classes=("Float32MinimumLM", "TinyLM"), root=root, out=root / "pr.json", workers=1,
+                                 target="test_matrix.py", pytest_args=gate_project.PYTEST_ARGS, checks=("build",))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", str(locations.REPOSITORY))
+        return job_gate.run_gate(asked)
+
+
+def test_a_regression_in_half_precision_only_turns_the_gate_red_without_naming_its_group(half_gate_run):
+    """Float32MinimumLM is right in float32 and makes -inf logits in bfloat16 and float16 (`planted_dtype`): the
+    gate runs the half-precision groups by default, so its build~bf16 and build~fp16 cells are red."""
+    found = gate_project.cells(half_gate_run.envelope)
+    assert half_gate_run.status == 1
+    assert [job["group"] for job in half_gate_run.envelope["gate_run"]["jobs"]] == ["plain", "plain~bf16",
+                                                                                    "plain~fp16"]
+    assert found[("Float32MinimumLM", "build")] == "pass"
+    assert found[("Float32MinimumLM", "build~bf16")] == found[("Float32MinimumLM", "build~fp16")] == "fail"
+    assert {found[("TinyLM", c)] for c in ("build", "build~bf16", "build~fp16")} == {"pass"}
+    info = half_gate_run.envelope["check_info"]
+    assert (info["build~bf16"]["dtype"], info["build~fp16"]["dtype"]) == ("bfloat16", "float16")
+    assert half_gate_run.envelope["gate_run"]["columns"] == ["build", "build~bf16", "build~fp16"]
 
 
 def test_plan_budgets_every_group_of_the_gate_from_its_own_columns(tmp_path):

@@ -147,17 +147,39 @@ def JobFilesOf(root: Path, joblist: dict, group: str) -> job_run.JobFiles:
 
 def test_the_groups_are_the_registry_s_columns():
     groups = {g.name: g for g in joblists.column_groups()}
-    assert list(groups) == ["plain", "inductor", "dynamic", "exporters", "onnx", "executorch", "openvino"]
+    assert list(groups) == ["plain", "inductor", "dynamic", "exporters", "aoti", "onnx", "executorch",
+                            "openvino", "plain~bf16", "inductor~bf16", "plain~fp16", "inductor~fp16"]
     plain = [c.id for c in registry.load_all().values() if not c.opt_in and not c.extra]
     assert list(groups["plain"].checks) == plain and "build" in plain and "compile_dynamic" not in plain
     assert groups["inductor"].pytest_args() == ["--checks", "compile_prefill,compile_decode", "--backend", "inductor"]
     assert groups["dynamic"].pytest_args() == ["--checks", "compile_dynamic,export_dynamic"]
     assert groups["exporters"].pytest_args() == ["--checks", "exporter_dynamo_forward,exporter_dynamo_generate"]
+    assert groups["aoti"].pytest_args() == ["--checks", "aoti_forward,aoti_generate", "--cell-timeout", "900"]
     assert groups["onnx"].pytest_args() == ["--checks", "export_onnx,onnx_generate,exporter_onnx_forward,"
                                                         "exporter_onnx_generate"]
     assert groups["executorch"].pytest_args() == ["--checks", "executorch,exporter_executorch_forward,"
                                                               "exporter_executorch_generate", "--cell-timeout", "900"]
     assert groups["openvino"].pytest_args() == ["--checks", "exporter_openvino_forward,exporter_openvino_generate"]
+
+
+
+def test_the_half_precision_groups_run_the_plain_and_backend_columns_with_dtype():
+    """Issue 52: bfloat16 and float16 each run the plain group's and each backend's checks again with --dtype; the
+    float32 groups keep their names and commands; a job says its dtype; a publishing run that leaves the dtype
+    groups out names no column as not run for them (their columns are named only where they ran)."""
+    groups = {g.name: g for g in joblists.column_groups()}
+    for short, dtype in (("bf16", "bfloat16"), ("fp16", "float16")):
+        assert groups[f"plain~{short}"].checks == groups["plain"].checks
+        assert groups[f"plain~{short}"].pytest_args() == [*groups["plain"].pytest_args(), "--dtype", dtype]
+        assert groups[f"inductor~{short}"].pytest_args() == [*groups["inductor"].pytest_args(), "--dtype", dtype]
+    assert "--dtype" not in groups["plain"].pytest_args() + groups["inductor"].pytest_args()
+    asked = joblists.Request(envs=(joblists.installed_env(),), groups=("plain", "plain~bf16"), checks=("build",))
+    joblist = joblists.plan(asked, Path("."), names_of=lambda v: [OK])
+    assert [(j["group"], j["dtype"]) for j in joblist["jobs"]] == [("plain", "float32"), ("plain~bf16", "bfloat16")]
+    assert joblist["jobs"][1]["id"].endswith("-plain~bf16-build-1of1") and "--dtype" in joblist["jobs"][1]["command"]
+    assert "build" not in joblist["versions"][0]["not_run"]
+    only_plain = joblists.plan(joblists.Request(envs=asked.envs, groups=("plain",)), Path("."), names_of=lambda v: [OK])
+    assert not any("~" in c for c in only_plain["versions"][0]["not_run"])
 
 
 def test_a_rerun_of_some_columns_never_shares_the_whole_group_s_files(tmp_path):

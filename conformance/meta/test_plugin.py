@@ -196,12 +196,14 @@ def test_the_header_says_what_the_selection_and_the_shard_chose(fake_run, monkey
     monkeypatch.setattr(Session, "estimates", lambda self: {"RaisesForConditionalGeneration": 9.0, OK: 1.0})
     result, _ = fake_run("--models", "Ok*,Raises*,Sleeps*", "--checks", "build", "--shard", "2/2", "--collect-only")
     # Dealt longest first: Raises (9 s) to share 1, Sleeps (the median, 5 s) to share 2, Ok (1 s) to share 2.
-    assert "conformance: 3 classes selected; shard 2/2: 2 of them, about 6 s of cells in one process" in \
-        result.stdout.str()
+    assert "conformance: 3 classes selected; shard 2/2: 2 of them, about 6 s of cells in one process as published " \
+        "(start-up and model builds come on top)" in result.stdout.str()
     collected = {line.split("[")[1].split("]")[0] for line in result.stdout.lines if "test_build[" in line}
     assert collected == {"SleepsForConditionalGeneration", OK}
     result, _ = fake_run("--checks", "build", "--collect-only")
     assert "classes selected" not in result.stdout.str()  # nothing selected: no line
+    result, _ = fake_run("--models", "Ok*,Raises*", "-k", "build", "--collect-only")
+    assert "conformance: 2 classes selected\n" in result.stdout.str()  # -k picks the columns: no estimate of all
 
 
 def test_a_corrupt_published_matrix_is_one_line_naming_it(fake_run, monkeypatch, tmp_path):
@@ -211,7 +213,8 @@ def test_a_corrupt_published_matrix_is_one_line_naming_it(fake_run, monkeypatch,
     published.write_text("{not json")
     monkeypatch.setattr(shard, "PUBLISHED", published)
     result, out = fake_run("--models", "Ok*")
-    assert_usage_error(result, out, str(published), "git checkout")
+    assert_usage_error(result, out, str(published), "shards and the run order come from it")
+    assert "git checkout" not in result.stderr.str()  # not committed anywhere: no restore that would not work
 
 
 def test_ci_hypothesis_profile_is_derandomized_without_deadline():

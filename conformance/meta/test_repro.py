@@ -1,4 +1,5 @@
-"""`conformance findings` ranking and `--repro`: unlock counts on synthetic envelopes, the reproducers' pieces, and
+"""`conformance findings` ranking, `--repro` and `--issue`: unlock counts on synthetic envelopes, the reproducers'
+pieces (a config as its diff, a pruned source, verification reading a printed traceback by the suite's rules), and
 three scripts of the published matrix verified in a subprocess that cannot import the suite."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ import torch
 
 from conformance.meta.test_findings import GUARD, HARNESS, LOCK, failing, make_run
 from conformance.report import envelope as report
-from conformance.report import findings, repro, repro_report, repro_verify
+from conformance import reasons
+from conformance.report import findings, repro, repro_source, repro_verify
 from conformance.report.repro_values import Inputs, literal
 from conformance.tools import cli
 
@@ -79,6 +81,21 @@ def test_the_deployment_columns_are_paths_too():
     left_out = next(g.id for g in groups if g.where == decompose["where"])
     assert "exporter:dynamo" in findings.PATHS
     assert found[left_out].paths == {"exporter:dynamo": sorted(
+        n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
+
+
+def test_a_group_that_alone_blocks_the_aoti_generation_unlocks_the_aoti_path():
+    """AOTInductor's columns are a path: a group failing only aoti_generate, aoti_forward passing, unlocks it."""
+    run = make_run()
+    baked = {"kind": "specialisation", "where": "transformers.models.x.modeling_x:XModel.forward",
+             "what": "export: input_ids dim 1 in part step"}
+    for row in run["models"].values():
+        row["cells"]["aoti_forward"] = {**cell_of(row, "build")}
+        row["cells"]["aoti_generate"] = failing("fail", "export: part step bakes", baked)
+    groups = findings.group_failures([run])
+    found = findings.unlocks(groups, [run])
+    group = next(g.id for g in groups if g.where == baked["where"])
+    assert found[group].paths == {"aoti": sorted(
         n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
 
 
@@ -154,24 +171,64 @@ def test_inputs_are_written_exactly_where_they_can_be_and_as_a_seeded_recipe_els
         literal({"b": {"c": object()}})
 
 
-def test_the_reporting_part_states_the_suites_fingerprints():
-    try:
-        with repro_report.failing_as("export_error"):
-            raise RuntimeError("boom")
-    except RuntimeError as exc:
-        assert repro_report.fingerprint(exc)["kind"] == "export_error"
-    try:
-        with repro_report.failing_as("exception", unsupported="graph_break"):
-            raise type("Unsupported", (Exception,), {})("nope")
-    except Exception as exc:
-        assert repro_report.fingerprint(exc)["kind"] == "graph_break"
-    data_dependent = repro_report.fingerprint(ValueError("Could not guard on data-dependent expression u0 > 1"))
-    assert data_dependent["kind"] == "data_dependent_guard" and data_dependent["error"] == "ValueError"
-    finding = repro_report.Finding("contract", "scores differ at new token 3 by 0.5 > 1e-05")
-    assert repro_report.fingerprint(finding) == {"kind": "contract", "what": "scores differ at new token # by # > #"}
-    guard = "0/0: kwargs['cache'].layers[0].n == 18  # x = 1  # cache_utils.py:566 in update"
-    assert repro_report.fingerprint(repro_report.Finding("recompile", "r", guard=guard))["guard"] == \
-        "kwargs['cache'].layers[#].n == # @ cache_utils:update"
+def _printed(frames, error, message, cause=None):
+    """A traceback as Python prints it (`cause` printed before, as its direct cause)."""
+    text = "" if cause is None else cause + "\nThe above exception was the direct cause of the following exception:\n\n"
+    text += "Traceback (most recent call last):\n"
+    for path, line, name in frames:
+        text += f'  File "{path}", line {line}, in {name}\n    code()\n'
+    return text + f"{error}: {message}\n"
+
+
+def _model_file(tmp_path: Path) -> Path:
+    """A stand-in transformers module on disk: `transformers/y.py` with `f` (lines 1-2) and `g` (lines 4-5)."""
+    package = tmp_path / "transformers"
+    package.mkdir(exist_ok=True)
+    (package / "__init__.py").write_text("")
+    (package / "y.py").write_text("def f():\n    raise ValueError\n\ndef g():\n    raise ValueError\n")
+    return package / "y.py"
+
+
+def _group(kind, where, errors=("ValueError",), check="build"):
+    return findings.Group(f"{kind}-00000000", kind, where, False,
+                          [findings.FailingCell("M", check, "fail", "fail", "", 0.1,
+                                                {"kind": kind, **({"error": errors[0]} if errors else {})}, "", 0)])
+
+
+def test_verification_reads_a_printed_traceback_by_the_suites_rules(tmp_path):
+    """No script carries fingerprint code: the verifier reads the traceback it printed and applies the suite's own
+    rules (`fingerprints.kind_from` / `where_from`, dynamo's guard_site, the exporters' root of a chain)."""
+    model = _model_file(tmp_path)
+    script = (str(tmp_path / "repro.py"), 9, "<module>")
+    run = repro_verify.Run(1, 0.1, _printed([script, (str(model), 5, "g")], "torch._dynamo.exc.UserError",
+                                            "Could not guard on data-dependent expression u0 > 1"))
+    found = repro_verify.observed(run, "export_forward_strict", "data_dependent_guard")
+    assert found["kind"] == "data_dependent_guard" and found["where"] == "transformers.y:g"
+    assert found["error"] == "UserError"
+    assert repro_verify.judge(_group("data_dependent_guard", "transformers.y:g", ("UserError",)), run) == (True, "")
+    # dynamo's user stack ("from user code:") names the site, not the torch frames the traceback ends in
+    unsupported = repro_verify.Run(1, 0.1, _printed([script, ("/x/torch/_dynamo/a.py", 3, "h")],
+                                                    "torch._dynamo.exc.Unsupported",
+                                                    f'bad\n\nfrom user code:\n   File "{model}", line 2, in f\n'))
+    assert repro_verify.observed(unsupported, "compile_prefill", "graph_break") == {
+        "kind": "graph_break", "where": "transformers.y:f", "error": "Unsupported",
+        "message": f'bad from user code: File "{model}", line 2, in f'}
+    # an exporter's failure is the root of the chain its wrappers re-raise
+    root = _printed([(str(model), 2, "f")], "ValueError", "the root")
+    chained = repro_verify.Run(1, 0.1, _printed([script], "RuntimeError", "the wrapper", cause=root))
+    assert repro_verify.observed(chained, "exporter_onnx_forward", "export_error")["where"] == "transformers.y:f"
+    assert repro_verify.observed(chained, "export_onnx", "exception")["error"] == "RuntimeError"
+    # a failure the check states in words: the group's masked words in the assertion's
+    worded = repro_verify.Run(1, 0.1, _printed([script], "AssertionError",
+                                               "ONNX Runtime logits: logits differ from eager by 0.5 > 0.001"))
+    group = _group("numerical_mismatch", "ONNX Runtime logits", ())
+    assert repro_verify.judge(group, worded, "export_onnx") == (True, "")
+    assert not repro_verify.judge(_group("numerical_mismatch", "prefill", ()), worded, "export_onnx")[0]
+    guard = f"0/0: kwargs['cache'].layers[0].n == 18  # x = 1  # {model}:4 in g"
+    recompiled = repro_verify.Run(1, 0.1, _printed([script], "AssertionError",
+                                                   "decode step recompiled after the first step; failed guard: " + guard))
+    assert repro_verify.observed(recompiled, "compile_decode", "recompile")["guard"] == \
+        "kwargs['cache'].layers[#].n == # @ transformers.y:g"
 
 
 def _script(tmp_path: Path, name: str, body: str) -> Path:
@@ -181,21 +238,52 @@ def _script(tmp_path: Path, name: str, body: str) -> Path:
 
 
 def test_verification_never_counts_a_silent_pass_nor_a_script_that_uses_the_suite(tmp_path):
-    group = findings.Group("exception-00000000", "exception", "transformers.x:f", False,
-                           [findings.FailingCell("M", "build", "fail", "fail", "", 0.1,
-                                                 {"kind": "exception", "error": "ValueError"}, "", 0)])
-    silent = repro_verify.run_script(_script(tmp_path, "silent.py", f"print('{repro_report.RESULT} ' "
-                                                                    "+ '{\"raised\": false}')\n"), 60)
+    model = _model_file(tmp_path)
+    group = _group("exception", "transformers.y:f")
+    silent = repro_verify.run_script(_script(tmp_path, "silent.py", "print('nothing fails here')\n"), 60)
     reproduces, why = repro_verify.judge(group, silent)
     assert not reproduces and "ran to the end without failing" in why
     suite = repro_verify.run_script(_script(tmp_path, "suite.py", "import conformance\n"), 60)
-    assert suite.result is None and "ModuleNotFoundError" in suite.stderr and "not importable here" in suite.stderr
+    assert "ModuleNotFoundError" in suite.stderr and "not importable here" in suite.stderr
     assert not repro_verify.judge(group, suite)[0]
-    other = repro_verify.Run(1, 0.1, {"raised": True, "kind": "exception", "where": "transformers.y:g",
-                                      "error": "ValueError"}, "")
+    other = repro_verify.Run(1, 0.1, _printed([(str(model), 5, "g")], "ValueError", "boom"))
     assert repro_verify.judge(group, other) == (False, "it fails otherwise: exception at transformers.y:g "
                                                        "(ValueError); differs in site transformers.y:g (the group: "
-                                                       "transformers.x:f)")
+                                                       "transformers.y:f)")
+    crashed = repro_verify.Run(139, 0.1, "Segmentation fault\n")
+    assert repro_verify.judge(group, crashed) == (False, "the script printed no traceback (exit status 139): "
+                                                         "Segmentation fault")
+
+
+def test_a_config_is_written_as_the_fields_that_differ_from_its_class_defaults():
+    transformers = pytest.importorskip("transformers")
+    from conformance.report.repro_config import config_source
+
+    config = transformers.LlavaConfig(text_config=transformers.LlamaConfig(hidden_size=64, num_attention_heads=4,
+                                                                               num_hidden_layers=1),
+                                      vision_config=transformers.CLIPVisionConfig(hidden_size=48), image_token_id=3)
+    source, classes, fallback = config_source(config)
+    assert not fallback and source.startswith("LlavaConfig(") and "from_dict" not in source
+    assert "hidden_size=64" in source and "num_hidden_layers=1" in source and "image_token_index=3" in source
+    assert "id2label" not in source and "return_dict" not in source  # PretrainedConfig's defaults stay out
+    rebuilt = eval(source, {c.__name__: c for c in classes})
+    assert rebuilt.to_dict() == config.to_dict()
+
+    class Stubborn(transformers.LlamaConfig):  # cannot build its own default instance: no diff to take
+        def __init__(self, **kwargs):
+            if not kwargs:
+                raise ValueError("needs arguments")
+            super().__init__(**kwargs)
+
+    source, _, fallback = config_source(Stubborn(hidden_size=64, num_attention_heads=4))
+    assert source.startswith("Stubborn.from_dict({") and "Stubborn() cannot be built" in fallback
+
+
+def test_a_scripts_source_is_pruned_and_wrapped():
+    source = "import os\nimport sys\nA = 1\nB = A\nprint(sys.argv)\nz = (" + ", ".join(["12345"] * 60) + ")\n"
+    tidy = repro_source.wrap(repro_source.prune(source))
+    assert tidy.startswith("import sys\nprint(sys.argv)\n") and repro_source.long_lines(tidy) == 0
+    assert eval(compile(tidy, "x", "exec"), {}) is None and repro_source.prune(tidy) == tidy
 
 
 def test_cli_repro_writes_an_index_of_every_upstream_group(tmp_path, capsys):
@@ -209,6 +297,24 @@ def test_cli_repro_writes_an_index_of_every_upstream_group(tmp_path, capsys):
     assert all(not g["script"] and "not a class of the installed transformers" in g["why"] for g in index["groups"])
     readme = (tmp_path / "out" / repro.README).read_text()
     assert "**0 of 2 upstream groups reproduce standalone**" in readme and "| no script |" in readme
+
+
+def test_cli_issue_prints_a_text_ready_to_paste(tmp_path, capsys):
+    run_json = tmp_path / "run.json"
+    run_json.write_text(json.dumps(make_run()))
+    lock = findings.group_id(LOCK["kind"], LOCK["where"], False)
+    assert cli.main(["findings", str(run_json), "--issue", lock]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith(f"# [torch.compile] unsupported construct: {LOCK['where']} (3 model class(es))")
+    for section in ("## Environment", "## Reproduction", "## Observed", "## Expected", "## Affected"):
+        assert section in text
+    assert "pytest conformance/test_matrix.py::test_compile_prefill" in text  # no script: the suite's command
+    assert cli.main(["findings", str(run_json), "--issue", "nope-0"]) == cli.USAGE_ERROR
+    assert cli.main(["findings", str(run_json), "--issue", "top"]) == cli.USAGE_ERROR
+    assert cli.main(["findings", str(run_json), "--issue", "top", "--repro", str(tmp_path / "r")]) == 0
+    assert (tmp_path / "r" / "issues" / f"{lock}.md").read_text().startswith("# [torch.compile]")
+    assert cli.main(["findings", str(run_json), "--repro", str(tmp_path / "r")]) == 0  # the README links it
+    assert f"[issue text](issues/{lock}.md)" in (tmp_path / "r" / repro.README).read_text()
 
 
 # --------------------------------------------------------------------------- three published groups, verified
@@ -241,8 +347,7 @@ def test_three_published_groups_reproduce_standalone(tmp_path):
     for e in entries:
         assert e.script or e.why, e  # a group without a script says why
         if e.script:
-            source = (tmp_path / e.script).read_text()
-            assert not re.search(r"^\s*(import|from)\s+conformance", source, re.M) and "REPRO-RESULT" in source
+            _assert_minimal((tmp_path / e.script).read_text(), e)
     repro_verify.verify(entries, groups, tmp_path, timeout=120)
     reproduced = [e for e in entries if e.verified]
     for e in entries:
@@ -250,7 +355,23 @@ def test_three_published_groups_reproduce_standalone(tmp_path):
     assert len(reproduced) >= 2, [(e.group, e.why) for e in entries]
     for e in reproduced:
         group = by_id(groups)[e.group]
-        assert e.observed["kind"] == group.kind and findings.cause_key(e.observed, "")[1] == group.where
+        key = e.observed.get("guard") or e.observed.get("where")  # a site, else the words of a stated failure
+        assert e.observed["kind"] == group.kind and (key == group.where if key else group.where in e.observed["what"])
+
+
+FINGERPRINT_CODE = ("REPRO-RESULT", "Finding(", "failing_as", "fingerprint", "def main(", "def mask(", "guard_site")
+
+
+def _assert_minimal(source: str, entry) -> None:
+    """A published-style script: no suite import, no fingerprint code, no unused import or constant, its config the
+    diff (unless its notes say why not), a short docstring, at most one line over 120 characters."""
+    assert not re.search(r"^\s*(import|from)\s+conformance", source, re.M)
+    assert not [marker for marker in FINGERPRINT_CODE if marker in source], entry.script
+    assert repro_source.prune(source) == source and repro_source.long_lines(source) <= 1
+    diff = re.search(r"^CONFIG = \w+Config\(", source, re.M) and "from_dict" not in source
+    assert diff or any("config written in full" in n for n in entry.notes)
+    docstring = source.split('"""', 2)[1]
+    assert 5 <= len(docstring.splitlines()) <= 10, docstring
 
 
 PUBLISHED_FINDINGS = PUBLISHED.parent / "findings"
@@ -279,7 +400,7 @@ def test_three_published_scripts_reproduce_as_their_index_says():
     for entry in chosen[:3]:
         assert entry["group"] in known, f"{entry['group']} is not a group of the published matrix: regenerate"
         run = repro_verify.run_script(PUBLISHED_FINDINGS / entry["script"], timeout=180)
-        reproduces, why = repro_verify.judge(known[entry["group"]], run)
+        reproduces, why = repro_verify.judge(known[entry["group"]], run, entry["check"])
         assert reproduces, (entry["script"], why)
 
 
@@ -297,7 +418,8 @@ def test_the_exporters_largest_published_group_reproduces_standalone(tmp_path):
     entry = repro.write_one(group, [envelope], tmp_path)
     assert entry.script, entry.why
     source = (tmp_path / entry.script).read_text()
-    assert "export_for_generation" in source and not re.search(r"^\s*(import|from)\s+conformance", source, re.M)
+    assert "export_for_generation" in source
+    _assert_minimal(source, entry)
     repro_verify.verify([entry], groups, tmp_path, timeout=180)
     assert entry.verified, entry.why
-    assert entry.observed["kind"] == "contract" and entry.observed["where"] == site
+    assert entry.observed["kind"] == "contract" and site in entry.observed["message"]

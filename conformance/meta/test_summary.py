@@ -32,6 +32,17 @@ def test_one_line_per_check_with_pass_known_new_and_not_applicable():
     assert rows["legacy_cache"] == ["2", "0", "0", "1", "0", "(1", "error)"]
 
 
+def test_a_one_check_run_names_its_one_column_only():
+    """A run of one check (whatever else its envelope lists: the columns it could not run, shown ⬜ on the page)
+    has one row, and says 1 class x 1 check."""
+    envelope = make_envelope(models={OK: {"model_type": "ok", "cells": {"build": cell("pass")}}},
+                             checks=["build", "compile_prefill", "export_onnx", "executorch"])
+    lines = summary.summary_lines(envelope)
+    assert lines[0].startswith("conformance: 1 class x 1 check · ")
+    assert lines[1].split()[0] == "check" and lines[2].split() == ["build", "1", "0", "0", "0", "0"]
+    assert not lines[3].startswith("  ")
+
+
 def test_a_listed_harness_gap_counts_as_the_suites_own_not_as_a_known_failure():
     envelope = make_envelope()
     envelope["models"]["BetaForConditionalGeneration"]["cells"]["compile_decode"] = {**cell("xfail"), "expected": "error"}

@@ -4,8 +4,8 @@ A publication merges runs made over several sessions and machines, each at its o
 commits the envelopes it finished, so no two runs share a commit). What makes their cells one matrix is that
 the same code ran them. The *cell code* is a hash of the files a cell's outcome depends on, the package's
 modules that build a case and run a check (`cases/`, `checks/`, `run/`, `select/`, the top-level modules)
-and the per-model data (`data/models/`, `data/versions.toml` but its ``[ci]`` table, which chooses the classes CI
-gates: `decisive`); not the meta tests, the tools, the report,
+and the per-model data (`data/models/`, `data/cell_memory.toml`: the cells' memory limits, `data/versions.toml` but
+its ``[ci]`` table, which chooses the classes CI gates: `decisive`); not the meta tests, the tools, the report,
 the gate's judging (a publication judges again against today's expectations), the expectations or the bench
 shapes. A commit that changes none of those files leaves the cell code as it was.
 
@@ -37,7 +37,7 @@ from conformance import locations
 from conformance.report.provenance import git
 
 CODE_FOLDERS = ("cases", "checks", "run", "select")
-DATA_FILES = ("data/versions.toml",)
+DATA_FILES = ("data/versions.toml", "data/cell_memory.toml")
 DATA_FOLDERS = ("data/models",)
 
 

@@ -23,7 +23,9 @@ Contracts:
   columns) alike; a cell in two of them is an error; a run under another
   dynamo backend than the first file's (`--backend inductor`) joins as its
   backend columns, ``compile_prefill@inductor`` next to ``compile_prefill``
-  (`as_backend_columns`, `conformance.columns`); the merged environment
+  (`as_backend_columns`, `conformance.columns`), and a run in another
+  dtype than the first file's (`--dtype bfloat16`) as its dtype columns,
+  ``static_cache~bf16`` after the main run's (`as_dtype_columns`); the merged environment
   lists the merged runs under ``runs`` (each one's command, created, suite
   commit and cell code: `runs_of`); `envelope_from_parts` rebuilds an envelope from an
   interrupted run's part files.
@@ -208,10 +210,23 @@ def load_envelope(path: str | Path) -> dict:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        problem = "is empty" if not text.strip() else f"is not valid JSON (truncated? {exc.msg} at line {exc.lineno})"
-        raise EnvelopeError(f"{path}: {problem}; rerun the suite, or rebuild the envelope from the run's part "
-                            f"files with `conformance merge --parts {path}.parts -o {path}`") from None
+        problem = ("is empty" if not text.strip()
+                   else f"is not valid JSON at line {exc.lineno}, column {exc.colno} "
+                        f"({exc.msg.removesuffix(' at')}; truncated?)")
+        raise EnvelopeError(f"{path}: {problem}; {_remedy(path)}") from None
     return validate_envelope(data, str(path))
+
+
+def _remedy(path: Path) -> str:
+    """How to get a damaged run file back, naming only what exists here: the run's part files, its committed
+    version, else the run that wrote it."""
+    parts = path.with_name(path.name + ".parts")
+    if any(parts.glob("*.jsonl")):
+        return f"rebuild it from the run's part files with `conformance merge --parts {parts} -o {path}`"
+    command = locations.restore_command(path)
+    if command:
+        return f"restore the committed file with `{command}`"
+    return "write it again with the run that made it (no part files beside it to rebuild it from)"
 
 
 def _ordered_checks(lists: Iterable[Iterable[str]], check_info: dict) -> list[str]:
@@ -242,9 +257,7 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
     runs = [run for envelope, source in zip(envelopes, sources) for run in runs_of(envelope, source)]
-    first_backend = envelopes[0]["environment"].get("backend")
-    envelopes = [e if e["environment"].get("backend") == first_backend else as_backend_columns(e, first_backend, s)
-                 for e, s in zip(envelopes, sources)]
+    envelopes = _as_main_columns(envelopes, sources)
     first_env = envelopes[0]["environment"]
     for envelope, source in zip(envelopes[1:], sources[1:]):
         env = envelope["environment"]
@@ -297,10 +310,8 @@ def supersede(envelopes: list[dict], sources: list[str]) -> tuple[dict, int]:
     A class's row facts (sample strategy, sizes) and a column's description come from the last file that has
     them; otherwise it is `merge_envelopes` of what is left (the same environment checks, `runs` lists every file).
     """
-    if envelopes:  # a run under another backend replaces its `<check>@<backend>` columns, not the main run's
-        main = envelopes[0]["environment"].get("backend")
-        envelopes = [e if e["environment"].get("backend") == main else as_backend_columns(e, main, s)
-                     for e, s in zip(envelopes, sources)]
+    if envelopes:  # a run under another backend (dtype) replaces its `<check>@<backend>` (`~<dtype>`) columns only
+        envelopes = _as_main_columns(envelopes, sources)
     kept: list[dict] = []
     replaced = 0
     for index, envelope in enumerate(envelopes):
@@ -361,6 +372,55 @@ def as_backend_columns(envelope: dict, main_backend: str, source: str) -> dict:
     return {
         **envelope,
         "environment": {**env, "backend": main_backend, "backends": backends},
+        "checks": list(renamed.values()),
+        "check_info": check_info,
+        "not_run": {renamed[c]: why for c, why in (envelope.get("not_run") or {}).items() if c in renamed},
+        "models": models,
+        "summary": summarize(models, renamed.values()),
+    }
+
+
+def _as_main_columns(envelopes: list[dict], sources: list[str]) -> list[dict]:
+    """Each run under another backend than the first's as its backend columns, then each run in another dtype than
+    the first's as its dtype columns (an inductor bfloat16 run: ``compile_prefill@inductor~bf16``)."""
+    backend = envelopes[0]["environment"].get("backend")
+    dtype = envelopes[0]["environment"].get("dtype", "float32")
+    found = []
+    for envelope, source in zip(envelopes, sources):
+        if envelope["environment"].get("backend") != backend:
+            envelope = as_backend_columns(envelope, backend, source)
+        if envelope["environment"].get("dtype", "float32") != dtype:
+            envelope = as_dtype_columns(envelope, dtype, source)
+        found.append(envelope)
+    return found
+
+
+def as_dtype_columns(envelope: dict, main_dtype: str, source: str) -> dict:
+    """A run in another dtype, as columns after the main run's: each column `c` it ran becomes
+    `columns.dtype_column(c, dtype)` (check_info says `dtype`; its column number `columns.dtype_number`), and its
+    environment is the main run's dtype with this run's under `environment.dtypes` (its command, or the run file's
+    name: never a path; the backends it ran under)."""
+    env = envelope["environment"]
+    dtype = env.get("dtype") or "?"
+    info = envelope.get("check_info") or {}
+    renamed = {c: columns.dtype_column(c, dtype) for c in envelope["checks"]}
+    check_info = {}
+    for column, new in renamed.items():
+        entry = dict(info.get(column) or {}, dtype=dtype)
+        if isinstance(entry.get("column"), int):
+            entry["column"] = columns.dtype_number(entry["column"], dtype)
+        check_info[new] = entry
+    models = {name: {**{k: v for k, v in row.items() if k != "cells"},
+                     "cells": {renamed[c]: cell for c, cell in row["cells"].items() if c in renamed}}
+              for name, row in envelope["models"].items()}
+    backends = sorted({env.get("backend", "eager"), *(env.get("backends") or {})})
+    dtypes = {dtype: {"source": env.get("command") or Path(source).name, "created": envelope.get("created"),
+                      "backends": backends, "expectations": env.get("expectations", [])}}
+    new_env = {**env, "dtype": main_dtype, "dtypes": dtypes}
+    new_env.pop("backends", None)  # the main run's backends are the main run's to name
+    return {
+        **envelope,
+        "environment": new_env,
         "checks": list(renamed.values()),
         "check_info": check_info,
         "not_run": {renamed[c]: why for c, why in (envelope.get("not_run") or {}).items() if c in renamed},

@@ -49,6 +49,7 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 
+from conformance.checks.common import exporter_table
 from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
 from conformance.report.reproduce import reproducer
 from conformance.verdicts import FAILING, raw
@@ -181,9 +182,9 @@ PATHS = {"compile": ("compile_prefill", "compile_decode"),
          "onnx": ("export_onnx", "onnx_generate"),
          "cache": ("static_cache", "legacy_cache"),
          "executorch": ("executorch",),
+         "aoti": ("aoti_forward", "aoti_generate"),  # AOTInductor packages: the forward and the generation parts
          # transformers.exporters, per backend: the forward and the generation a deployment takes
-         **{f"exporter:{b}": (f"exporter_{b}_forward", f"exporter_{b}_generate")
-            for b in ("dynamo", "onnx", "executorch", "openvino")}}
+         **exporter_table.paths()}
 TOP = 10  # groups in the ranked opening of the findings document
 TORCH_SITES = (("torch._dynamo", "dynamo"), ("torch.export", "export"), ("torch._export", "export"),
                ("torch._inductor", "inductor"), ("<inductor generated code>", "inductor"),

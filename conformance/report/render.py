@@ -6,7 +6,9 @@ Contracts:
   per-check summary with pass rates (a column the run could not run says
   "not run" and why), the image-text matrix (rows whose
   `tasks` contain "image-text-to-text"), the matrix of the other classes,
-  declared flags vs observations, failures with their one-line reasons,
+  declared flags vs observations, failures with their one-line reasons
+  (a dtype column's failure that the run's own dtype does not share says
+  so: `dtype_only`, "bfloat16 only: passes in float32"),
   the metrics the checks list class by class (the legacy-tuple handling), and coverage (built, or error + reason).
 * `readme_section(envelope)` is the compact README part: environment line,
   summary, image-text matrix, a link to reports/MATRIX.md. It depends only on
@@ -26,7 +28,7 @@ from typing import NamedTuple
 
 from conformance import columns, tolerances
 from conformance.report import summary
-from conformance.verdicts import VERDICTS, passed
+from conformance.verdicts import FAILING, VERDICTS, passed, raw
 
 START_MARKER = "<!-- matrix:start -->"
 END_MARKER = "<!-- matrix:end -->"
@@ -103,6 +105,7 @@ def environment_line(envelope: dict) -> str:
     device = env["device"] + (f" ({env['device_name']})" if env.get("device_name") else "")
     date = str(envelope.get("created", ""))[:10]
     others = "".join(f" (columns `{columns.suffix(b)}`: backend {b})" for b in env.get("backends") or {})
+    others += "".join(f" (columns `{columns.dtype_column('', d)}`: dtype {d})" for d in env.get("dtypes") or {})
     return (f"transformers {env['transformers']} · torch {env['torch']} · device {device} · "
             f"dtype {env['dtype']} · backend {env['backend']}{others} · {date}")
 
@@ -314,6 +317,25 @@ FAILURE_GROUPS = (
 )
 
 
+def dtype_only(envelope: dict, model: str, column: str) -> str:
+    """Of a failing cell of a dtype column (``static_cache~bf16``), why it fails in that dtype only, where it does:
+    "bfloat16 only: passes in float32" when the same check of the same class passes in the run's own dtype,
+    "bfloat16 only: fails otherwise in float32" when it fails there with another fingerprint; else "" (the same
+    failure in both, a column of the run's own dtype, or no such cell: nothing to compare)."""
+    base, dtype = columns.split_dtype(column)
+    main = envelope["environment"].get("dtype", "float32")
+    row = envelope["models"].get(model, {}).get("cells", {})
+    cell, other = row.get(column), row.get(base)
+    if not dtype or dtype == main or cell is None or other is None or raw(cell) not in FAILING:
+        return ""
+    if passed(other):
+        return f"{dtype} only: passes in {main}"
+    if raw(other) in FAILING and None not in (cell.get("fingerprint"), other.get("fingerprint")) and \
+            cell["fingerprint"] != other["fingerprint"]:
+        return f"{dtype} only: fails otherwise in {main}"
+    return ""
+
+
 def _failure_group(cell: dict) -> str:
     """The `FAILURE_GROUPS` key of a cell: its verdict, "gap" for a listed harness gap (`summary.is_gap`)."""
     return "gap" if summary.is_gap(cell) else cell["verdict"]
@@ -333,11 +355,13 @@ def failures_section(envelope: dict) -> list[str]:
                     reason = cell.get("reason", "")
                     if cell.get("gate"):  # a listed cell that is not xfail: why, then what was observed
                         reason = f"{cell['gate']} | observed: {reason}"
-                    by_reason.setdefault((_failure_group(cell), reason), []).append(check_id)
-            for (verdict, reason), ids in by_reason.items():
+                    only = dtype_only(envelope, name, check_id)
+                    by_reason.setdefault((_failure_group(cell), reason, only), []).append(check_id)
+            for (verdict, reason, only), ids in by_reason.items():
                 where = ", ".join(f"`{c}`" for c in ids)
                 mark = KNOWN_ERROR[0] if verdict == "gap" else SYMBOLS[verdict]
-                found.append(f"- {mark} {name} / {where}: {code(reason) or '(no reason recorded)'}")
+                found.append(f"- {mark} {name} / {where}: {code(reason) or '(no reason recorded)'}"
+                             + (f" ({only})" if only else ""))
         lines += [f"### {title} ({len(found)})", ""] + (found or ["None."]) + [""]
     return lines + near_edge_section(envelope)
 

@@ -12,25 +12,28 @@ Contracts:
   without running the eager prefill the run checked (a class whose tiny
   model cannot be built still gets a context: its `build` script is that
   construction); `NoTemplate` when even the tiny config cannot be made.
-* `render_script(ctx, steps)` is the script: a header (versions, the
-  group's fingerprint, the classes and cells it covers, the diagnosis, what
-  the inputs are and what the steps leave out), imports of torch and
-  transformers only (onnxruntime for the ONNX checks), the tiny config as a
-  literal dict rebuilt with the config class's ``from_dict``, the model
-  built as the suite builds it (seed 0, all-zero weights woken), the inputs
-  inline (`repro_values.Inputs`), the pieces of `repro_parts` its steps call,
-  ``reproduce()``, and the reporting part (`repro_report`) whose last line
-  is ``REPRO-RESULT {json}``. It never imports `conformance`; the generator
-  compiles it (a syntax error is the generator's bug, reported as such).
+* `render_script(ctx, steps, envelope)` is (the script, why its config is written in full: "" when it is not):
+  a 5-10 line docstring (`header`: the group's symptom and site, the versions it was seen with, the command,
+  the suite's reason unmasked, how many classes and cells share the root cause), imports of torch and
+  transformers only (onnxruntime for the ONNX checks), ``CONFIG`` as the constructor call of only the fields
+  that differ from the config classes' defaults (`repro_config.config_source`, checked equal when written; the
+  full dict where it is not), the model built as the suite builds it (seed 0; for a failure decided by values,
+  `COMPARED`, the all-zero weights woken; a failure that raises does not depend on them), the inputs inline
+  (`repro_values.Inputs`; a module-level ``inputs`` dict when the steps take them once), the pieces of `repro_parts` its steps call, then the steps at module
+  level: the failing call, its error propagating as raised, or the failed comparison as an AssertionError with
+  the check's words and numbers. A half-precision run's script casts both to its dtype (``DTYPE``, floating
+  inputs only). No fingerprint code, no import of `conformance`: verification judges the printed traceback
+  from outside (`repro_verify`). Unused imports and constants are pruned and long lines wrapped
+  (`repro_source`); the generator compiles it (a syntax error is the generator's bug, reported as such).
 * `write_repro(groups, envelopes, sources, folder)` writes ``<group id>.py``
   per upstream group it can, and `index.json` / `README.md` listing every
-  upstream group: its script or why it has none (`Entry`). Verification
+  upstream group: its script or why it has none (`Entry`), and its issue text where ``issues/<id>.md`` is
+  there (`conformance findings --issue top`). Verification
   (`conformance.report.repro_verify`) fills in whether each reproduces.
 """
 
 from __future__ import annotations
 
-import inspect
 import json
 import re
 from dataclasses import asdict, dataclass, field
@@ -38,17 +41,16 @@ from pathlib import Path
 
 import torch
 
-from conformance.fingerprints import mask
-from conformance.report import findings, repro_parts, repro_report
+from conformance.report import findings, repro_parts, repro_source
+from conformance.report.repro_config import config_source
 from conformance.columns import split as split_column
 from conformance.report.repro_templates import template_for
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
-from conformance.report.repro_values import Inputs, literal
+from conformance.report.repro_values import Inputs
 
 INDEX = "index.json"
 README = "README.md"
-DROPPED_CONFIG_KEYS = ("transformers_version", "architectures", "_name_or_path")
-CELL_CLASSES = 40  # classes whose cells the header lists
+ISSUES = "issues"  # the issue texts of `conformance findings --issue top --repro DIR`, one per group
 
 
 @dataclass
@@ -70,7 +72,7 @@ class Entry:
     notes: list[str] = field(default_factory=list)
     verified: bool | None = None  # None: not run
     seconds: float | None = None
-    observed: dict = field(default_factory=dict)  # the script's REPRO-RESULT
+    observed: dict = field(default_factory=dict)  # the fingerprint verification read off the script's traceback
     links: list[list[str]] = field(default_factory=list)
 
 
@@ -90,6 +92,7 @@ def build_context(group: findings.Group, cell, envelope: dict) -> Context:
 
     check, column_backend = split_column(cell.check)
     backend = column_backend or envelope["environment"].get("backend", "eager")
+    dtype = envelope["environment"].get("dtype", "float32")  # a run file that names none ran float32
     recorded = envelope["models"][cell.model]["cells"][cell.check]
     info = by_name().get(cell.model)
     if info is None:
@@ -108,144 +111,140 @@ def build_context(group: findings.Group, cell, envelope: dict) -> Context:
         sample = case.inputs()
     except Exception:  # the model (or its inputs) cannot be made: a `build` script shows the construction
         case = Case(info=info, tiny=tiny, sample=None) if sample is None else case
-    return Context(group, cell, recorded, case, check, backend, sample)
+    return Context(group, cell, recorded, case, check, backend, dtype, sample)
 
 
-def _import(cls: type) -> str:
+def _from_imports(classes: list[type]) -> list[str]:
+    """``from <module> import A, B`` per module (transformers' top level where it exports the class)."""
     import transformers
 
-    module = "transformers" if getattr(transformers, cls.__name__, None) is cls else cls.__module__
-    return f"from {module} import {cls.__name__}"
+    by_module: dict[str, set[str]] = {}
+    for cls in classes:
+        module = "transformers" if getattr(transformers, cls.__name__, None) is cls else cls.__module__
+        by_module.setdefault(module, set()).add(cls.__name__)
+    lines = [f"from {module} import {', '.join(sorted(names))}" for module, names in sorted(by_module.items())]
+    return [line if len(line) <= 116 else line.replace(" import ", " import (", 1) + ")" for line in lines]
 
 
-def config_literal(config) -> tuple[str, list[str]]:
-    """(the config's `to_dict()` as a literal, notes on fields the round trip through `from_dict` changes)."""
-    data = config.to_dict()
-    for key in DROPPED_CONFIG_KEYS:
-        data.pop(key, None)
-    again = type(config).from_dict(dict(data)).to_dict()
-    changed = sorted(k for k in set(data) | set(again) if k not in DROPPED_CONFIG_KEYS and data.get(k) != again.get(k))
-    notes = [f"the config's from_dict(to_dict()) round trip changes {', '.join(changed)}"] if changed else []
-    try:
-        return literal(data), notes
-    except ValueError as exc:
-        raise NoTemplate(f"the tiny config cannot be written as a literal: {exc}") from None
-
-
-def diagnosis(group: findings.Group, cell) -> str:
-    """One paragraph: what fails where, the exception, the guard or first graph-break site, the masked message."""
-    fp = cell.fingerprint
-    words = [f"{group.kind or 'a failure'} at `{group.where}` (site in {findings.site_in(group)})"]
-    if fp.get("error"):
-        words.append(f"raising {fp['error']}")
-    if fp.get("guard"):
-        words.append(f"failed guard `{fp['guard']}`")
-    sites = group.sites()
-    if sites:
-        site, count = next(iter(sites.items()))
-        words.append(f"{len(sites)} graph-break site(s), the most frequent `{site}` (x{count})")
-    if fp.get("cold") or fp.get("warm"):
-        words.append(f"compiled before any eager call: {fp.get('cold', '?')}, after one: {fp.get('warm', '?')}")
-    return "; ".join(words) + f". The suite's message, masked: {mask(cell.reason)[:400]}"
-
-
-def _comment(text: str, width: int = 114) -> list[str]:
-    lines, line = [], "#"
-    for word in text.split():
-        if len(line) + len(word) + 1 > width and line != "#":
-            lines.append(line)
-            line = "#  "
-        line += " " + word
-    return lines + [line]
-
-
-def _header(ctx: Context, steps: Steps, recipes: list[str], notes: list[str], envelope: dict) -> list[str]:
+def header(ctx: Context, steps: Steps, envelope: dict, fallback: str = "") -> list[str]:
+    """The script's docstring, 5-10 lines: what it shows (the group's symptom and site, the error unmasked), the
+    versions it was seen with, the command, how many classes and cells share the root cause."""
     group, cell, env = ctx.group, ctx.cell, envelope["environment"]
-    fp = {k: v for k, v in cell.fingerprint.items() if k != "sites"}
-    lines = [f"# Standalone reproducer of findings group {group.id}: {group.title()}", "#"]
-    lines += _comment(f"Seen with transformers {env.get('transformers')}, torch {env.get('torch')}, "
-                      f"{env.get('device')} / {env.get('dtype')} / backend {ctx.backend}. Needs only torch and "
-                      "transformers (ONNX checks: onnxruntime too); no weights, no network.")
-    lines += _comment(f"Fingerprint the suite recorded: {json.dumps(fp, sort_keys=True)}")
-    lines += _comment(f"Covers {len(group.classes)} class(es), {len(group.cells)} cell(s): "
-                      f"{', '.join(group.classes[:12])}{' ...' if len(group.classes) > 12 else ''}; checks: "
-                      f"{', '.join(f'{c} ({n})' for c, n in group.checks.items())}.")
-    by_class: dict[str, list[str]] = {}
-    for c in sorted(group.cells, key=lambda c: (c.model, c.check)):
-        by_class.setdefault(c.model, []).append(c.check)
-    shown = list(by_class.items())[:CELL_CLASSES]
-    lines += _comment("Cells: " + "; ".join(f"{name} ({', '.join(checks)})" for name, checks in shown)
-                      + (f"; and {len(by_class) - CELL_CLASSES} more class(es)" if len(by_class) > CELL_CLASSES else "")
-                      + ".")
-    lines += _comment(f"This script: {cell.model} / {cell.check} (a tiny random {cell.model} from the config "
-                      f"below, the inputs the check fed, the check's steps up to the failure).")
-    lines += ["#"] + _comment("Diagnosis: " + diagnosis(group, cell)) + ["#"]
-    if recipes:
-        lines += _comment(f"Inputs: token ids and masks as recorded; {', '.join(recipes)} seeded random of the "
-                          "recorded shapes (the suite's media are random too, the values differ).")
-    for note in notes + steps.notes:
-        lines += _comment(f"Note: {note}")
-    lines += _comment("Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's "
-                      "fingerprint by the suite's rules (raised: false when nothing failed).")
-    return lines
+    backend = f", backend {ctx.backend}" if ctx.backend != "eager" else ""
+    needs = "; needs onnxruntime too" if "OrtProgram" in repro_parts.closure(steps.parts) else ""
+    error = " ".join(cell.reason.split())
+    error = error[:ERROR_CHARS - 3] + "..." if len(error) > ERROR_CHARS else error
+    lines = _wrapped(f"{group.title()}: {cell.model}, {ctx.check}{backend}.")[:2] + [""]
+    lines += _wrapped(f"Seen with transformers {env.get('transformers')}, torch {env.get('torch')} "
+                      f"({env.get('device')}, {ctx.dtype}){needs}. Run: python {group.id}.py")[:2]
+    said = _wrapped(f"The suite saw: {error}")
+    lines += said if len(said) <= 2 else [said[0], said[1][:110] + " ..."]
+    lines += _wrapped(f"Shared by {len(group.classes)} class(es), {len(group.cells)} cell(s) of "
+                      f"{len(group.checks)} check(s) (index.json lists them)."
+                      + (f" Config written in full: {fallback}." if fallback else ""))[:2]
+    return ['"""' + lines[0], *lines[1:], '"""']
 
 
-def _model_source(ctx: Context) -> list[str]:
-    model = ctx.case.info.model_class.__name__
-    config = type(ctx.case.tiny.config).__name__
-    return ["def tiny_model():",
-            f'    """A fresh tiny {model} with the suite\'s deterministic random weights (seed 0; weights left all',
-            '    zero by the initialisation get small random values, so that every input path shows in the logits)."""',
-            "    torch.manual_seed(0)",
-            f"    model = {model}({config}.from_dict(CONFIG))",
-            "    with torch.no_grad():",
-            "        for name, param in model.named_parameters():",
-            '            if param.is_floating_point() and not name.endswith("bias") and not param.any():',
-            "                param.normal_(0.0, 0.02)",
-            "    return model.eval()"]
+ERROR_CHARS = 220  # characters of the suite's reason the header quotes
+DOC_QUOTES = '"' * 3
 
 
-def render_script(ctx: Context, steps: Steps, envelope: dict) -> str:
-    """The script's source (see the module)."""
-    config, notes = config_literal(ctx.case.tiny.config)
-    writer = Inputs()
+def _wrapped(text: str, width: int = 116) -> list[str]:
+    import textwrap
+
+    return textwrap.wrap(text.replace("\\", "/").replace(DOC_QUOTES, "'''"), width) or [""]
+
+
+TINY_MODEL = ["def tiny_model():",
+              '    """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""',
+              "    torch.manual_seed(0)",
+              "    model = {model}(CONFIG)",
+              "    with torch.no_grad():",
+              "        for name, param in model.named_parameters():",
+              '            if param.is_floating_point() and not name.endswith("bias") and not param.any():',
+              "                param.normal_(0.0, 0.02)",
+              "    return model{cast}.eval()"]
+# A failure that raises does not depend on the weights' values: the model as its constructor makes it.
+PLAIN_MODEL = ["def tiny_model():", "    torch.manual_seed(0)", "    return {model}(CONFIG){cast}.eval()"]
+COMPARED = ("numerical_mismatch", "contract", "recompile")  # kinds decided by values: the suite's weights kept
+
+
+def _full_precision(ctx: Context) -> bool:
+    """Whether the run was float32 (its scripts build as they always did) rather than a half-precision run."""
+    return ctx.dtype == "float32"
+
+
+IN_DTYPE = ["def in_dtype(value):",
+            '    """Floating tensors cast to the run\'s dtype (DTYPE), as the suite cast the inputs it fed."""',
+            "    if isinstance(value, torch.Tensor) and value.is_floating_point():",
+            "        return value.to(DTYPE)",
+            "    if isinstance(value, (list, tuple)):",
+            "        return type(value)(in_dtype(v) for v in value)",
+            "    return value"]
+
+
+def _sample(ctx: Context, steps: Steps, writer: Inputs) -> list[str]:
     inputs = steps.inputs if steps.inputs is not None else ctx.sample
-    sample = []
-    if steps.uses_sample:
-        if inputs is None:
-            raise NoTemplate("the sample inputs cannot be made for this class")
-        try:
-            block = writer.block(inputs)
-        except ValueError as exc:
-            raise NoTemplate(f"an input cannot be written: {exc}") from None
-        sample = ["def sample_inputs():",
-                  f'    """The inputs {ctx.check} fed (token ids literal, media seeded random: see the header)."""',
-                  "    g = torch.Generator().manual_seed(0)",
-                  "    return {", block, "    }"]
-    plain = sorted({"import sys", *(repro_parts.IMPORTS if steps.parts else ()),
-                    *(i for i in steps.imports if i.startswith("import "))})
-    imports = [*plain, "", "import torch", "import transformers", _import(ctx.case.info.model_class),
-               _import(type(ctx.case.tiny.config)), *(i for i in steps.imports if not i.startswith("import "))]
-    report = inspect.getsource(repro_report)
-    report = report.split('"""', 2)[2].lstrip("\n")
-    body = ["def reproduce():", f'    """{ctx.check}: the steps up to the failure."""']
-    body += [("    " + line).rstrip() for line in steps.body]
+    if not steps.uses_sample:
+        return []
+    if inputs is None:
+        raise NoTemplate("the sample inputs cannot be made for this class")
+    try:
+        block = writer.block(inputs)
+    except ValueError as exc:
+        raise NoTemplate(f"an input cannot be written: {exc}") from None
+    media = f"; {', '.join(writer.recipes)} seeded random of the recorded shape" if writer.recipes else ""
+    said = f"The inputs {ctx.check} fed: token ids literal{media}."
+    doc = _wrap_doc(said)
+    seed = ["    g = torch.Generator().manual_seed(0)"] if writer.recipes else []
+    if _full_precision(ctx) and _inputs_once(steps):  # the inputs as a module-level dict: nothing calls twice
+        block = "\n".join(line[4:] for line in block.splitlines())
+        return [*(f"# {line}" for line in _wrapped(said, 114)),
+                *(["g = torch.Generator().manual_seed(0)"] if seed else []), "inputs = {", block, "}", ""]
+    if _full_precision(ctx):
+        return ["def sample_inputs():", *doc, *seed, "    return {", block, "    }", "", ""]
+    return [*IN_DTYPE, "", "", "def sample_inputs():", *doc, *seed,
+            "    inputs = {", block, "    }", "    return {k: in_dtype(v) for k, v in inputs.items()}", "", ""]
+
+
+def _inputs_once(steps: Steps) -> bool:
+    """Whether the steps take the inputs once, as their first line (``inputs = sample_inputs()``)."""
+    return bool(steps.body) and steps.body[0].split("#")[0].strip() == "inputs = sample_inputs()" \
+        and sum(line.count("sample_inputs()") for line in steps.body) == 1
+
+
+def _wrap_doc(text: str) -> list[str]:
+    """A function's docstring of `text`, on one line when it fits."""
+    if len(text) + 10 <= 116:
+        return [f"    {DOC_QUOTES}{text}{DOC_QUOTES}"]
+    parts = _wrapped(text, 108)
+    return [f"    {DOC_QUOTES}{parts[0]}", *(f"    {p}" for p in parts[1:]), f"    {DOC_QUOTES}"]
+
+
+def render_script(ctx: Context, steps: Steps, envelope: dict) -> tuple[str, str]:
+    """(the script's source, why its config is written in full: "" when it is the diff) (see the module)."""
+    config, classes, fallback = config_source(ctx.case.tiny.config, lead=len("CONFIG = "))
+    writer = Inputs()
+    sample = _sample(ctx, steps, writer)
+    model_class = ctx.case.info.model_class
+    plain = sorted({*repro_parts.IMPORTS, *(i for i in steps.imports if i.startswith("import "))})
+    imports = [*plain, "", "import torch", *_from_imports([model_class, *classes]),
+               *(i for i in steps.imports if not i.startswith("import "))]
+    cast = "" if _full_precision(ctx) else ".to(DTYPE)"
     parts = repro_parts.sources(steps.parts)
     source = "\n".join([
-        *_header(ctx, steps, writer.recipes, notes, envelope), "", *imports, "",
-        f"CONFIG = {config}", *[f"{name} = {value}" for name, value in steps.constants.items()], "", "",
-        *_model_source(ctx), "", "", *(sample + ["", ""] if sample else []),
-        *(["# --- the check's pieces (vlm-conformance's rules, restated) ---", "", parts, "", ""] if parts else []),
-        *body, "", "",
-        "# --- reporting: the failure's fingerprint by the suite's rules ---", "", report.rstrip(), "", "",
-        'if __name__ == "__main__":',
-        '    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)',
-        "    sys.exit(main(reproduce))", ""])
+        *header(ctx, steps, envelope, fallback), "", *imports, "",
+        f"CONFIG = {config}", *([] if _full_precision(ctx) else [f"DTYPE = torch.{ctx.dtype}"]),
+        *[f"{name} = {value}" for name, value in steps.constants.items()], "", "",
+        *[line.format(model=model_class.__name__, cast=cast)
+          for line in (TINY_MODEL if ctx.kind in COMPARED else PLAIN_MODEL)], "", "", *sample,
+        *([parts, "", ""] if parts else []),
+        *[line.rstrip() for line in (steps.body[1:] if sample and sample[0].startswith("# ") else steps.body)], ""])
     try:
-        compile(source, f"{ctx.group.id}.py", "exec")
+        source = repro_source.wrap(repro_source.prune(source))
     except SyntaxError as exc:
         raise NoTemplate(f"the generator wrote invalid Python (a bug of vlm-conformance): {exc}") from None
-    return source
+    return re.sub(r"\n{4,}", "\n\n\n", re.sub(r"\n\n+(import torch)", r"\n\n\1", source)), fallback
 
 
 def entry(group: findings.Group) -> Entry:
@@ -266,7 +265,7 @@ def write_one(group: findings.Group, envelopes: list[dict], folder: Path) -> Ent
     try:
         ctx = build_context(group, cell, envelopes[cell.run])
         steps = template_for(ctx.check)(ctx)
-        source = render_script(ctx, steps, envelopes[cell.run])
+        source, fallback = render_script(ctx, steps, envelopes[cell.run])
     except NoTemplate as exc:
         found.why = str(exc)
         return found
@@ -276,7 +275,7 @@ def write_one(group: findings.Group, envelopes: list[dict], folder: Path) -> Ent
     finally:
         torch._dynamo.reset()
     found.script = f"{group.id}.py"
-    found.notes = list(steps.notes)
+    found.notes = list(steps.notes) + ([f"config written in full: {fallback}"] if fallback else [])
     (folder / found.script).write_text(source)
     return found
 
@@ -316,7 +315,8 @@ def write_index(entries: list[Entry], folder: Path, sources: list[str], envelope
                                                                         "backend")} for e in envs],
             "groups": groups}
     (folder / INDEX).write_text(json.dumps(data, indent=1, sort_keys=False) + "\n")
-    (folder / README).write_text(render_readme(entries, sources, envs))
+    issues = {path.stem for path in (folder / ISSUES).glob("*.md")}
+    (folder / README).write_text(render_readme(entries, sources, envs, issues))
 
 
 def _verdict(e: Entry) -> str:
@@ -327,7 +327,7 @@ def _verdict(e: Entry) -> str:
     return "yes" if e.verified else "no"
 
 
-def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) -> str:
+def render_readme(entries: list[Entry], sources: list[str], envs: list[dict], issues: set[str] = frozenset()) -> str:
     written = [e for e in entries if e.script]
     checked = [e for e in written if e.verified is not None]
     ok = [e for e in checked if e.verified]
@@ -335,11 +335,13 @@ def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) ->
     lines = ["# Standalone reproducers of the upstream findings", "",
              f"From {', '.join(f'`{s}`' for s in sources)} ({seen}). One script per root-cause group "
              "(`conformance findings RUN.json --repro DIR`): it needs only torch and transformers, builds the tiny "
-             "model from a config written into it, makes the inputs inline and runs the check's steps up to the "
-             "failure; its last line is `REPRO-RESULT {json}` (the failure's fingerprint by the suite's rules).", "",
+             "model from the config fields that differ from the defaults, makes the inputs inline and runs the "
+             "check's steps up to the failure, which it lets propagate as raised (or asserts the failing "
+             "comparison). `--verify` judges each script's traceback from outside with the suite's fingerprint "
+             "rules; `--issue ID` prints an issue text ready to paste.", "",
              f"**{len(ok)} of {len(entries)} upstream groups reproduce standalone** (verified: run in a fresh "
-             "interpreter without the suite importable, same fingerprint kind, exception type and site as the "
-             f"group); {len(written)} have a script, {len(checked)} were verified, "
+             "interpreter without the suite importable, its printed traceback judged by the suite's rules: same "
+             f"kind, exception type and site as the group); {len(written)} have a script, {len(checked)} were verified, "
              f"{len(checked) - len(ok)} do not reproduce, {len(entries) - len(written)} have no script.", "",
              "| group | classes | cells | script | verified | why not / notes |",
              "| --- | ---: | ---: | --- | --- | --- |"]
@@ -347,7 +349,8 @@ def render_readme(entries: list[Entry], sources: list[str], envs: list[dict]) ->
         classes = ", ".join(e.classes[:3]) + (f" +{len(e.classes) - 3}" if len(e.classes) > 3 else "")
         script = f"[`{e.script}`]({e.script}) ({e.model} / `{e.check}`)" if e.script else "—"
         why = " ".join(e.why.split()).replace("|", "\\|")[:300]
-        links = " ".join(f"[{title}]({url})" for url, title in e.links)
+        issue = [f"[issue text]({ISSUES}/{e.group}.md)"] if e.group in issues else []
+        links = " ".join(issue + [f"[{title}]({url})" for url, title in e.links])
         lines.append(f"| `{e.group}` {e.kind} at "
                      f"`{re.sub(r'[|`]', ' ', e.where)[:90]}` | {classes} | {e.cells} | {script} | {_verdict(e)} | "
                      f"{why}{(' ' + links) if links else ''} |")

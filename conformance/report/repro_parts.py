@@ -1,10 +1,7 @@
 """The pieces a standalone reproducer's steps are made of: their sources are copied into the scripts that use them.
 
 Contract: every function and class here uses only torch, transformers
-(imported inside its body), onnxruntime (`OrtProgram`) and the script's
-reporting part (`Finding`, `failing_as`: `conformance.report.repro_report`,
-which every script carries, imported at the bottom of this module only so
-that it can be imported by itself), never `conformance`, because `conformance.report.repro` pastes the source of
+(imported inside its body) and onnxruntime (`OrtProgram`), never `conformance`, because `conformance.report.repro` pastes the source of
 those a script needs (`SOURCES`, by name, with what each needs first:
 `NEEDS`) above its ``reproduce()``. Each restates one rule of a check, as
 small as the rule allows, with the check's name in its docstring:
@@ -13,15 +10,16 @@ small as the rule allows, with the check's name in its docstring:
   closeness rule ``|a - e| <= atol + rtol*|e|``, equal entries 0, NaN
   beyond): `close` returns (within, ``"<diff> > <allowed>"``);
 * `LogitsModule` (`checks.common.export.LogitsModule`), `export_and_reload`
-  (export, save, load: `export_forward`);
+  (export, save, load: `export_forward`); a failure propagates as raised, a failed
+  comparison is an AssertionError in the check's words (no fingerprint code: the
+  verification judges the printed traceback from outside, `repro_verify`);
 * `static_cache` (the StaticCache generate makes, batch and length given),
   `ForceTokens` (`compile_decode`), `greedy` / `scores_diff`
   (`static_cache`);
 * `VisionPart`, `EmbedPart`, `DecoderPart`, `FunctionalStep`
   (`checks.common.generation`, `onnx_generate`), `image_features`;
 * `StaticCacheModule`, `slot_mask` (`export_static_cache`);
-* `exporter_of`, `exporter_call` (a failure is the innermost exception of the
-  exporters' wrappers), `runner_kwargs`, `RoutedGenerate`, `bound`
+* `runner_kwargs`, `RoutedGenerate`, `bound`
   (`checks.common.exporters`: the `exporter_*` columns).
 """
 
@@ -47,7 +45,7 @@ def logits_of(output):
     return output[0]
 
 
-def close(actual, expected, atol, rtol=1.3e-6):
+def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
     elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
     if actual.shape != expected.shape:
@@ -78,9 +76,9 @@ class LogitsModule(torch.nn.Module):
 
 def export_and_reload(module, kwargs, strict, args=()):
     """torch.export.export(strict=...), then torch.export.save / load through a temporary .pt2."""
-    with torch.no_grad(), failing_as("export_error"):
+    with torch.no_grad():
         program = torch.export.export(module, args, kwargs=kwargs, strict=strict)
-    with tempfile.TemporaryDirectory() as folder, failing_as("export_error"):
+    with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "program.pt2")
         torch.export.save(program, path)
         return torch.export.load(path)
@@ -244,7 +242,7 @@ def slot_mask(mask2d, max_len):
 
 def export_part(module, args=(), kwargs=None):
     """torch.export.export(strict=False) of one generation part (export_generate)."""
-    with torch.no_grad(), failing_as("export_error"):
+    with torch.no_grad():
         return torch.export.export(module, args, kwargs or {}, strict=False)
 
 
@@ -327,7 +325,7 @@ def leaf_feed(kwargs):
 def onnx_export(module, kwargs, path, exporter):
     """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
     dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad(), failing_as("exception"):
+    with torch.no_grad():
         if exporter == "transformers":
             from transformers.exporters import OnnxConfig, OnnxExporter
 
@@ -351,8 +349,7 @@ class OrtProgram:
         options = ort.SessionOptions()
         options.intra_op_num_threads = max(1, torch.get_num_threads())
         options.log_severity_level = 3
-        with failing_as("exception"):
-            self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
         self.inputs = [spec.name for spec in self.session.get_inputs()]
         self.outputs = [spec.name for spec in self.session.get_outputs()]
 
@@ -362,36 +359,11 @@ class OrtProgram:
 
         missing = [name for name in self.inputs if lookup(name) is None]
         if missing:
-            raise Finding("contract", f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
-                                      "do not hold")
+            raise AssertionError(f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
+                                 "do not hold")
         arrays = {name: lookup(name).detach().cpu().contiguous().numpy() for name in self.inputs}
-        with failing_as("exception"):
-            values = self.session.run(None, arrays)
+        values = self.session.run(None, arrays)
         return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
-
-
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
 
 
 def runner_kwargs(runner, owner, inputs):
@@ -435,7 +407,7 @@ class RoutedGenerate:
             if first and prefill is None:
                 return original(*args, **kwargs)
             runner = prefill if first else decode
-            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
 
         model.forward = forward
 
@@ -446,7 +418,7 @@ class RoutedGenerate:
 
         @functools.wraps(original)
         def forward(*args, **kwargs):
-            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
 
         module.forward = forward
 
@@ -481,23 +453,20 @@ NEEDS = {
     "FunctionalStep": ("DecoderPart",),
     "VisionPart": ("image_features",),
     "StaticCacheModule": ("logits_of", "static_cache", "full_static_layers"),
-    "RoutedGenerate": ("exporter_call", "runner_kwargs", "bound"),
+    "RoutedGenerate": ("runner_kwargs", "bound"),
 }
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram",
-           "exporter_of", "exporter_call", "runner_kwargs", "bound", "RoutedGenerate")
-
-
-from conformance.report.repro_report import Finding, failing_as  # noqa: E402  (the scripts paste repro_report)
+           "runner_kwargs", "bound", "RoutedGenerate")
 
 
 IMPORTS = ("import inspect", "import os", "import tempfile")  # what the pieces use (a script imports them)
 
 
-def sources(names) -> str:
-    """The source of the named pieces and of what they need, in `SOURCES` order, each once."""
+def closure(names) -> set[str]:
+    """The named pieces and what they need."""
     wanted: set[str] = set()
 
     def add(name):
@@ -508,4 +477,10 @@ def sources(names) -> str:
 
     for name in names:
         add(name)
+    return wanted
+
+
+def sources(names) -> str:
+    """The source of the named pieces and of what they need, in `SOURCES` order, each once."""
+    wanted = closure(names)
     return "\n\n\n".join(inspect.getsource(globals()[name]).rstrip() for name in SOURCES if name in wanted)

@@ -4,7 +4,7 @@ Contracts:
 
 * `literal(value)` is Python source that evaluates to `value` for plain data
   (dict, list, tuple, str, int, float, bool, None; non-finite floats as
-  ``float("inf")``), wrapped at `WIDTH` columns; `ValueError` naming the
+  ``float("inf")``), wrapped at `WIDTH` columns (entries packed as many a line as fit: `packed`); `ValueError` naming the
   path of anything else (a config field holding an object).
 * `Inputs(seed)` writes tensors and the values around them: `source(value)`
   is an expression for one input. Integer and bool tensors are exact
@@ -63,13 +63,24 @@ def literal(value: Any, indent: int = 0, path: str = "") -> str:
     flat = _flat(value, path)
     if len(flat) + indent <= WIDTH or not isinstance(value, (dict, list, tuple)) or not value:
         return flat
-    pad = " " * (indent + 4)
     if isinstance(value, dict):
-        items = [f"{pad}{_flat(k, path)}: {literal(v, indent + 4, f'{path}.{k}')}," for k, v in value.items()]
-        return "{\n" + "\n".join(items) + "\n" + " " * indent + "}"
-    items = [f"{pad}{literal(v, indent + 4, f'{path}[{i}]')}," for i, v in enumerate(value)]
+        items = [f"{_flat(k, path)}: {literal(v, indent + 4, f'{path}.{k}')}" for k, v in value.items()]
+        return "{\n" + packed(items, indent + 4) + "\n" + " " * indent + "}"
+    items = [literal(v, indent + 4, f"{path}[{i}]") for i, v in enumerate(value)]
     open_, close = ("[", "]") if isinstance(value, list) else ("(", ")")
-    return open_ + "\n" + "\n".join(items) + "\n" + " " * indent + close
+    return open_ + "\n" + packed(items, indent + 4) + "\n" + " " * indent + close
+
+
+def packed(items: list[str], indent: int) -> str:
+    """`items` one after the other, each followed by a comma, as many a line as fit in `WIDTH` columns at
+    `indent`; an item spanning lines stands alone."""
+    lines: list[str] = []
+    for item in items:
+        if lines and "\n" not in item and "\n" not in lines[-1] and len(lines[-1]) + len(item) + 2 <= WIDTH:
+            lines[-1] += f" {item},"
+        else:
+            lines.append(" " * indent + f"{item},")
+    return "\n".join(lines)
 
 
 def _runs(row: list) -> str:

@@ -1,40 +1,50 @@
-"""Verifying standalone reproducers: each script run alone must fail the way its group does.
+"""Verifying standalone reproducers from outside: each script, run alone, must fail the way its group does.
+
+A script carries no fingerprint code: it makes the failing call and lets the error propagate, or raises an
+AssertionError with the check's words and numbers. This module reads what it printed and judges it with the
+suite's own rules (`conformance.fingerprints`, `conformance.reasons`, `checks.common.backend`,
+`checks.common.dynamo.guard_site`): the rules live there once.
 
 Contracts:
 
-* `run_script(path, timeout)` runs one script in a fresh interpreter
-  (``python -I``: no PYTHON* variables, no user site, no script or working
-  directory on the path) from an empty temporary working directory, behind a
-  guard that makes `conformance` impossible to import (entries of the path
-  holding the suite are dropped and an import finder refuses it, so an
-  editable install cannot leak it in). It returns a `Run`: the exit status,
-  the seconds it took, the parsed last ``REPRO-RESULT`` line (None when there
-  is none) and the tail of its stderr.
-* `judge(group, run)` is (reproduces, why): it reproduces when the script
-  raised and its fingerprint has the group's kind, one of the group's
-  exception types (when the group records any) and the group's key (its
-  site, guard, or masked words: `findings.cause_key`); otherwise `why` names
-  what differs, or that it timed out, crashed, or ran to the end without
-  failing (never a pass).
-* `verify(entries, folder, timeout, progress)` runs every entry's script,
-  records `verified`, `seconds`, `observed` and `why` on the entry.
+* `run_script(path, timeout, python)` runs one script in a fresh interpreter (``python -I``: no PYTHON*
+  variables, no user site, no script or working directory on the path; `python` another venv's, default this
+  one) from an empty temporary working directory, behind a guard that makes `conformance` impossible to import
+  (entries of the path holding the suite are dropped and an import finder refuses it, so an editable install
+  cannot leak it in). It returns a `Run`: the exit status (None: timed out), the seconds, and its stderr.
+* `tracebacks(text)` parses the printed tracebacks of a run's stderr into `Raised` blocks, in print order (the
+  root of a ``raise ... from`` chain first): the frames, dynamo's traced user stack (the frames after
+  ``from user code:`` in its message), the exception's type name and its message.
+* `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what,
+  message), or {} when it printed no traceback: the exporter columns are named by the root of the chain (the
+  exporters re-raise with their own wrappers), a backend wrapper by the exception it wraps and the innermost
+  inductor/AOTAutograd frame, any other by the exception that propagated. A kind the words decide
+  (data-dependent guard, unsupported) is theirs; which step a generic exception came from is the script's
+  structure, so the group's generic kind is kept (`GENERIC`).
+* `judge(group, run, check)` is (reproduces, why): it reproduces when the script raised and the fingerprint has
+  the group's kind, one of its exception types (when the group records any) and its key (its site, its guard,
+  or, for a failure the check states in words, the group's masked words in the assertion's masked message);
+  otherwise `why` names what differs, or that it timed out or ran to the end without failing (never a pass).
+* `verify(entries, groups, folder, timeout, progress, python)` runs every entry's script and records
+  `verified`, `seconds`, `observed` and `why` on the entry.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance import fingerprints
 from conformance.report import findings
-from conformance.report.repro_report import RESULT
 
 TIMEOUT = 600.0
+STDERR_KEPT = 60_000  # characters of a script's stderr kept (its last traceback is at the end)
 GUARD = r"""
 import os, runpy, sys
 script = sys.argv[1]
@@ -48,24 +58,37 @@ sys.meta_path.insert(0, NoSuite())
 sys.argv = [script]
 runpy.run_path(script, run_name="__main__")
 """
+# The kinds a step gives an exception whose words say nothing more (the step it was raised in decides).
+GENERIC = {"exception", "export_error", "backend", "call_order", "specialisation"}
+UNSUPPORTED = {"unsupported", "graph_break", "call_order", "export_error"}  # kinds an Unsupported can be
+WORDED = {"contract", "numerical_mismatch", "recompile"}  # stated by an assertion of the script, in words
+GUARD_MARK = "failed guard: "  # the templates' recompile assertions quote dynamo's guard-failure reason after it
+FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
+EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: (.*))?$")
+CHAIN_LINES = ("The above exception was the direct cause of the following exception:",
+               "During handling of the above exception, another exception occurred:")
+
+
+@dataclass
+class Frame:
+    filename: str
+    lineno: int
+    name: str
+
+
+@dataclass
+class Raised:
+    frames: list[Frame] = field(default_factory=list)
+    error: str = ""  # the type's name, without its module
+    message: str = ""
+    user_stack: list[Frame] | None = None  # dynamo's traced stack, when the message has one
 
 
 @dataclass
 class Run:
     status: int | None  # None: timed out
     seconds: float
-    result: dict | None
     stderr: str
-
-
-def _result(stdout: str) -> dict | None:
-    for line in reversed(stdout.splitlines()):
-        if line.startswith(RESULT + " "):
-            try:
-                return json.loads(line[len(RESULT) + 1:])
-            except json.JSONDecodeError:
-                return None
-    return None
 
 
 def run_script(path: Path, timeout: float = TIMEOUT, python: str = sys.executable) -> Run:
@@ -77,13 +100,76 @@ def run_script(path: Path, timeout: float = TIMEOUT, python: str = sys.executabl
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            return Run(None, round(time.perf_counter() - started, 1), None, tail[-2000:])
-    return Run(done.returncode, round(time.perf_counter() - started, 1), _result(done.stdout), done.stderr[-2000:])
+            return Run(None, round(time.perf_counter() - started, 1), tail[-STDERR_KEPT:])
+    return Run(done.returncode, round(time.perf_counter() - started, 1), done.stderr[-STDERR_KEPT:])
+
+
+def _frames(lines: list[str]) -> list[Frame]:
+    return [Frame(m.group(1), int(m.group(2)), m.group(3).strip()) for m in map(FRAME.match, lines) if m]
+
+
+def tracebacks(text: str) -> list[Raised]:
+    """The tracebacks printed in `text`, in print order (see the module)."""
+    blocks: list[Raised] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].rstrip() != "Traceback (most recent call last):":
+            i += 1
+            continue
+        block, i = Raised(), i + 1
+        while i < len(lines) and (lines[i].startswith(" ") or not lines[i].strip()):
+            match = FRAME.match(lines[i])
+            if match:
+                block.frames.append(Frame(match.group(1), int(match.group(2)), match.group(3).strip()))
+            i += 1
+        head = EXCEPTION_LINE.match(lines[i]) if i < len(lines) else None
+        if head is None:
+            continue
+        message = [head.group(2) or ""]
+        i += 1
+        while i < len(lines) and lines[i].strip() not in CHAIN_LINES and lines[i] != "Traceback (most recent call last):":
+            message.append(lines[i])
+            i += 1
+        block.error = head.group(1).rsplit(".", 1)[-1]
+        block.message = "\n".join(message).strip()
+        if "from user code:" in block.message:
+            block.user_stack = _frames(block.message.split("from user code:", 1)[1].splitlines())
+        blocks.append(block)
+    return blocks
+
+
+def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
+    """The fingerprint of what the script raised (see the module); {} when it printed no traceback."""
+    from conformance.checks.common import backend, dynamo
+
+    blocks = tracebacks(run.stderr)
+    if not blocks:
+        return {}
+    raised = blocks[0] if check.startswith("exporter_") else blocks[-1]
+    found = {"error": raised.error, "message": " ".join(raised.message.split())[:400]}
+    if group_kind == "backend" or raised.error in backend.WRAPPERS:
+        inner = next((b for b in reversed(blocks) if b.error not in backend.WRAPPERS), raised)
+        inner_line = next((line for line in inner.message.splitlines() if line.strip()), "")
+        return {**found, "kind": "backend", "error": inner.error, "what": fingerprints.mask(inner_line),
+                "where": backend.backend_site_of([f for b in blocks for f in b.frames])}
+    if raised.error == "AssertionError" and group_kind in WORDED:
+        found.update(kind=group_kind, what=fingerprints.mask(raised.message))
+        if GUARD_MARK in raised.message:
+            found["guard"] = dynamo.guard_site(raised.message.split(GUARD_MARK, 1)[1])
+        return found
+    kind = fingerprints.kind_from(raised.error, raised.message, default="")
+    if not kind:
+        kind = group_kind if group_kind in GENERIC else "exception"
+    elif kind == "unsupported" and group_kind in UNSUPPORTED:
+        kind = group_kind
+    where = fingerprints.where_from(raised.message, raised.frames, raised.user_stack)
+    return {**found, "kind": kind, "where": where}
 
 
 def _describe(found: dict) -> str:
     parts = [found.get("kind", "?")]
-    key = findings.cause_key(found, "")[1]
+    key = found.get("guard") or found.get("where") or found.get("what") or ""
     if key:
         parts.append(f"at {key}")
     if found.get("error"):
@@ -91,38 +177,42 @@ def _describe(found: dict) -> str:
     return " ".join(parts)
 
 
-def judge(group: findings.Group, run: Run) -> tuple[bool, str]:
+def judge(group: findings.Group, run: Run, check: str = "") -> tuple[bool, str]:
     if run.status is None:
         return False, f"the script ran past {run.seconds:.0f} s (timed out)"
-    if run.result is None:
-        last = next((line for line in reversed(run.stderr.splitlines()) if line.strip()), "")
-        return False, f"the script printed no {RESULT} line (exit status {run.status}): {last[:200]}"
-    if not run.result.get("raised"):
+    if run.status == 0:
         return False, "the script ran to the end without failing: the failure does not happen standalone " \
                       "(it may need the suite's call order or its exact inputs)"
-    kind, key, _ = findings.cause_key(run.result, "")
+    found = observed(run, check, group.kind)
+    if not found:
+        last = next((line for line in reversed(run.stderr.splitlines()) if line.strip()), "")
+        return False, f"the script printed no traceback (exit status {run.status}): {last[:200]}"
     differs = []
-    if kind != group.kind:
-        differs.append(f"kind {kind} (the group: {group.kind})")
-    if group.errors and run.result.get("error") not in group.errors:
-        differs.append(f"exception {run.result.get('error') or 'none'} (the group: {', '.join(group.errors)})")
-    if key != group.where:
-        differs.append(f"site {key or 'none'} (the group: {group.where})")
+    if found["kind"] != group.kind:
+        differs.append(f"kind {found['kind']} (the group: {group.kind})")
+    if group.errors and found.get("error") not in group.errors and found["kind"] not in WORDED:
+        differs.append(f"exception {found.get('error') or 'none'} (the group: {', '.join(group.errors)})")
+    if found["kind"] in WORDED and not found.get("guard"):
+        if group.where not in found.get("what", "") and group.where not in found.get("message", ""):
+            differs.append(f"words {found.get('what', '')[:160]!r} (the group: {group.where!r})")
+    elif (found.get("guard") or found.get("where", "")) != group.where:
+        differs.append(f"site {found.get('guard') or found.get('where') or 'none'} (the group: {group.where})")
     if differs:
-        return False, f"it fails otherwise: {_describe(run.result)}; differs in " + "; ".join(differs)
+        return False, f"it fails otherwise: {_describe(found)}; differs in " + "; ".join(differs)
     return True, ""
 
 
-def verify(entries, groups: list[findings.Group], folder: Path, timeout: float = TIMEOUT, progress=None) -> None:
+def verify(entries, groups: list[findings.Group], folder: Path, timeout: float = TIMEOUT, progress=None,
+           python: str = sys.executable) -> None:
     """Run each entry's script (see the module) and record the verdict on the entry."""
     by_id = {g.id: g for g in groups}
     for entry in entries:
         if not entry.script:
             continue
-        run = run_script(folder / entry.script, timeout)
+        run = run_script(folder / entry.script, timeout, python)
+        group = by_id[entry.group]
         entry.seconds = run.seconds
-        entry.observed = dict(run.result or {})
-        entry.verified, why = judge(by_id[entry.group], run)
-        entry.why = why
+        entry.observed = observed(run, entry.check, group.kind) if run.status else {}
+        entry.verified, entry.why = judge(group, run, entry.check)
         if progress:
             progress(entry)

@@ -14,7 +14,8 @@ Contracts:
 * `regressions(envelope)` are the fail, error and timeout cells (never
   listed: a listed one is xfail); `stale(envelope)` the xpass cells.
 * `summary_lines(envelope, paths)` is the summary: a header, one line per
-  check, the regressions, stale expectations and cells near the edge by name
+  check the run has a cell of (`ran`: not the columns it did not select or
+  could not run, whose reasons its header printed), the regressions, stale expectations and cells near the edge by name
   (at most `limit` each, then "and N more"), the paths given: at most 2 +
   checks + 3 * (limit + 2) lines and the paths.
 * A gate's envelope (`gate_run`, `tools.job_gate`) adds one line saying
@@ -137,15 +138,27 @@ def listed_not_applicable(envelope: dict) -> list[Cell]:
 
 def header(envelope: dict) -> str:
     env = envelope["environment"]
-    classes, checks = len(envelope["models"]), len(envelope["checks"])
+    classes, checks = len(envelope["models"]), len(ran(envelope))
     peak = env.get("peak_rss_mib")
-    return (f"conformance: {classes} classes x {checks} checks · transformers {env['transformers']} · "
+    return (f"conformance: {_count(classes, 'class', 'classes')} x {_count(checks, 'check', 'checks')} · "
+            f"transformers {env['transformers']} · "
             f"torch {env['torch']} · {env['device']} · {env['dtype']} · {env['backend']}"
             + (f" · peak RSS {peak:.0f} MiB" if isinstance(peak, (int, float)) else ""))
 
 
+def _count(number: int, one: str, many: str) -> str:
+    return f"{number} {one if number == 1 else many}"
+
+
+def ran(envelope: dict) -> dict[str, Tally]:
+    """`tally` of the checks with a cell in this run: a column the run did not select or could not run (its
+    header said why) has no row in the summary."""
+    return {check_id: t for check_id, t in tally(envelope).items()
+            if t.passed or t.known or t.new or t.not_applicable or t.gaps}
+
+
 def check_lines(envelope: dict) -> list[str]:
-    counts = tally(envelope)
+    counts = ran(envelope)
     width = max([len("check")] + [len(c) for c in counts])
     lines = [f"  {'check':<{width}}  {'pass':>5}  {'known':>5}  {'gaps':>5}  {'new':>5}  {'n/a':>5}"]
     for check_id, t in counts.items():

@@ -11,6 +11,8 @@ Contract of `live(model, check_id, case_for, expectations, ...)` -> `Cell`:
   - a row the cases stage decided (`RowVerdict`): its verdict and reason for
     this check (`RowVerdict.cell`) and its fingerprint;
   - past the deadline (`isolation.CellTimeout`, `BuildTimedOut`): `timeout`;
+  - past the memory limit (`isolation.CellOutOfMemory`, `BuildOutOfMemory`):
+    `fail`, fingerprint kind `resources` (`stopped_outcome`);
   - any other failure: `error`, reason ``tiny model or inputs could not be
     built: <one line>``, fingerprinted ``harness_error`` where it was raised
     (`build_failure`: the run's `Session` keeps the same error for the
@@ -21,7 +23,12 @@ Contract of `live(model, check_id, case_for, expectations, ...)` -> `Cell`:
   calls `live` again with the case.
 * The check runs with `run_check` under `deadline` (default: none) and
   inside `watch()` when given (explain's dynamo logs); a check the deadline
-  stopped is `timeout` (dynamo reset, garbage collected).
+  stopped is `stopped_outcome(deadline)` (dynamo reset, garbage collected):
+  `timeout` past its time, `fail` with fingerprint kind `resources` past its
+  memory (metrics `peak_rss_mib` and `memory_limit_mib`, or
+  `machine_reserve_mib` where the machine could give no more); either with
+  metric `under_load` when other work of the run was running then (the run
+  reruns it alone: `rerun`).
 * `end(...)`: every failing outcome gets a fingerprint (`harness_fingerprint`
   when nothing gave one), the outcome is judged against
   ``expectations[(model, check_id)]`` (`gate.ratchet.judge`) and `Cell.record`
@@ -63,7 +70,37 @@ class BuildError(RuntimeError):
 
 
 class BuildTimedOut(BuildError):
-    """Building the tiny model ran past the cell time limit."""
+    """Building the tiny model ran past the cell time limit; `under_load` when other work of the run was running
+    then (the class's later cells, failed with it, are rerun alone as its first is)."""
+
+    def __init__(self, message: str, under_load: bool = False):
+        super().__init__(message)
+        self.under_load = under_load
+
+
+class BuildOutOfMemory(BuildError):
+    """Building the tiny model went past the cell memory limit; `outcome` is that cell's."""
+
+    def __init__(self, message: str, outcome: Outcome):
+        super().__init__(message, outcome.fingerprint)
+        self.outcome = outcome
+
+
+def stopped_outcome(deadline, reason: str = "") -> Outcome:
+    """The outcome of a cell a limit of `deadline` stopped (see the module); `reason` replaces the deadline's."""
+    metrics = {"seconds": round(deadline.elapsed, 3)}
+    if getattr(deadline, "under_load", False):
+        metrics["under_load"] = True
+    if getattr(deadline, "stopped_by", "") != "memory":
+        return Outcome("timeout", reason or deadline.reason(), metrics)
+    limit = deadline.memory
+    metrics["peak_rss_mib"] = round(deadline.peak_mib, 1)
+    if deadline.machine:
+        metrics["machine_reserve_mib"] = limit.reserve_mib
+    else:
+        metrics["memory_limit_mib"] = limit.limit_mib
+    what = "the machine's available memory" if deadline.machine else "resident memory past the cell memory limit"
+    return Outcome("fail", reason or deadline.reason(), metrics, fingerprint=Fingerprint("resources", what=what))
 
 
 def build_failure(exc: Exception) -> BuildError:
@@ -105,7 +142,7 @@ def live(model: str, check_id: str, case_for: Callable[[str], Case], expectation
                 case = case_for(model)
         except MissingDependency as exc:
             return Cell(model, check_id, not_run=str(exc))
-        except (isolation.CellTimeout, Exception) as exc:  # a timeout, a row decided, a build that failed
+        except (isolation.CellStopped, Exception) as exc:  # a limit, a row decided, a build that failed
             return end(model, check_id, _build_outcome(exc, check_id, deadline), expectations, deadline=deadline,
                        nodeid=nodeid, process=process)
         if stop_when_built:
@@ -114,11 +151,11 @@ def live(model: str, check_id: str, case_for: Callable[[str], Case], expectation
     try:
         with deadline.interruptible(), (watch or nullcontext)():
             outcome = run_check(check_id, case)
-    except isolation.CellTimeout:
+    except isolation.CellStopped:
         pass
     if deadline.fired or outcome is None:
         # Whatever came out of the check (torch may wrap the interrupt), it was stopped by the limit.
-        outcome = Outcome("timeout", deadline.reason(), {"seconds": round(deadline.elapsed, 3)})
+        outcome = stopped_outcome(deadline)
         torch._dynamo.reset()
         gc.collect()
     return end(model, check_id, outcome, expectations, case=case, deadline=deadline, nodeid=nodeid, process=process)
@@ -127,10 +164,12 @@ def live(model: str, check_id: str, case_for: Callable[[str], Case], expectation
 def _build_outcome(exc: BaseException, check_id: str, deadline) -> Outcome:
     """The outcome of a cell whose case could not be had (see the module)."""
     if isinstance(exc, BuildTimedOut):
-        return Outcome("timeout", str(exc), {"seconds": round(deadline.elapsed, 3)})
-    if isinstance(exc, isolation.CellTimeout):
-        return Outcome("timeout", f"building the tiny model and inputs {deadline.reason()}",
-                       {"seconds": round(deadline.elapsed, 3)})
+        return Outcome("timeout", str(exc), {"seconds": round(deadline.elapsed, 3),
+                                             **({"under_load": True} if exc.under_load else {})})
+    if isinstance(exc, BuildOutOfMemory):
+        return Outcome(exc.outcome.verdict, str(exc), dict(exc.outcome.metrics), fingerprint=exc.fingerprint)
+    if isinstance(exc, isolation.CellStopped):
+        return stopped_outcome(deadline, f"building the tiny model and inputs: {deadline.reason()}")
     if isinstance(exc, RowVerdict):
         return Outcome(*exc.cell(check_id), traceback=traceback.format_exc(), fingerprint=exc.fingerprint(check_id))
     failure = exc if isinstance(exc, BuildError) else build_failure(exc)

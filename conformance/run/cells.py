@@ -9,7 +9,10 @@ Contracts:
   registered check has its tests without writing any.
 * Every test that takes `model_name` is parametrized over the run's
   selected classes (ids = class names), grouped per class
-  (``xdist_group``), so that one worker builds each tiny model once.
+  (``xdist_group``), so that one worker builds each tiny model once. A
+  test marked ``conformance_models(*names)`` that takes `property_model`
+  (a test of some classes, no cell of the matrix) is parametrized over
+  those of `names` the run selects (none: it is deselected, `is_unselected`).
 * A cell's life is `cell_life.live`, in two halves: `model_case` is the
   built case of the class (pytest's setup); a build failure is the cell's
   `error` (a build past the time limit its `timeout`); a row the cases stage
@@ -30,7 +33,7 @@ import pytest
 
 from conformance.cases.case import Case
 from conformance.checks.common.registry import load_all
-from conformance.run import isolation
+from conformance.run import isolation, rerun
 from conformance.run.session import session_of
 
 CELL_KEY = pytest.StashKey[dict]()  # the cell's record; {} for a cell that is not run (no record, by design)
@@ -55,6 +58,11 @@ def matrix_tests() -> dict:
 
 
 def pytest_generate_tests(metafunc):
+    only = metafunc.definition.get_closest_marker("conformance_models")
+    if only is not None and "property_model" in metafunc.fixturenames:
+        # A test of some classes only, no cell of the matrix: those of them the run selects (none: deselected).
+        selected = session_of(metafunc.config).selected_models()
+        metafunc.parametrize("property_model", [n for n in only.args if n in selected])
     if "model_name" not in metafunc.fixturenames:
         return
     names = session_of(metafunc.config).selected_models()
@@ -78,6 +86,13 @@ def model_of(item) -> str:
     callspec = getattr(item, "callspec", None)
     value = callspec.params.get("model_name", "") if callspec else ""
     return value if isinstance(value, str) else ""
+
+
+def is_unselected(item) -> bool:
+    """Whether `item` is the placeholder of a ``conformance_models`` test whose classes the run does not select."""
+    callspec = getattr(item, "callspec", None)
+    value = callspec.params.get("property_model") if callspec else None
+    return item.get_closest_marker("conformance_models") is not None and not isinstance(value, str)
 
 
 def cell_of(item) -> tuple[str, str] | None:
@@ -124,6 +139,8 @@ def finish(node, cell, session) -> None:
     verdict, note = record["verdict"], record.get("gate", "")
     if verdict == "pass":
         return
+    if rerun.pending(record):
+        pytest.skip(f"{rerun.PENDING}: {outcome.reason}")
     if verdict == "skip":
         pytest.skip(outcome.reason)
     if verdict == "xfail":

@@ -4,12 +4,19 @@ Contracts (the hooks of `GuardHooks`):
 
 * each cell runs with Python's and numpy's generators seeded, under a
   `isolation.Deadline` (soft limit ``--cell-timeout``, then the worker ends
-  itself after ``--cell-timeout-grace``), with a running note naming it;
+  itself after ``--cell-timeout-grace``; the memory limit of its column,
+  `Session.memory_limit`), with a running note naming it, marked ``ended``
+  when the cell ends (`isolation.others_running` reads them: a limit that
+  fires while another process runs a cell fires under load);
 * a cell that ended without a verdict (a fixture error, a test that did not
   call run_cell) gets an `error` record saying where the harness failed;
-* a cell past its hard limit gets its `timeout` record from the watchdog
-  thread before the process ends (without xdist the run stops there, the
-  envelope written);
+* a cell past its hard limit gets its record from the watchdog thread
+  before the process ends (`timeout`, or `fail` kind `resources` past its
+  memory: `cell_life.stopped_outcome`; without xdist the run stops there,
+  the envelope written);
+* a cell a limit stopped under load is reported to pytest as skipped
+  ("rerun alone"): the controller reruns it alone at the end (`rerun`),
+  and that record is the cell's;
 * under xdist, the controller records the cell a dead worker was running:
   `timeout` when past its deadline, else "worker crashed: ..." with the
   faulthandler dump's first line (`crashed_outcome`): `fail` with a
@@ -33,7 +40,7 @@ import pytest
 from conformance import reasons
 from conformance.checks.common.outcome import Outcome
 from conformance.fingerprints import Fingerprint, mask
-from conformance.run import isolation
+from conformance.run import cell_life, isolation, rerun
 from conformance.run.cells import CELL_KEY, DEADLINE_KEY, cell_of
 from conformance.run.records import find_record, plain_nodeid
 
@@ -62,18 +69,21 @@ class GuardHooks:
             pass
         deadline = isolation.Deadline(state.cell_timeout, state.grace,
                                       on_hard_timeout=lambda: self._hard_timeout(item, model, check_id, deadline),
-                                      dump_file=state.dump_file())
+                                      dump_file=state.dump_file(), memory=state.memory_limit(check_id),
+                                      under_load=state.others_running)
         isolation.write_note(state.parts.note(state.worker),
                              {"nodeid": item.nodeid, "model": model, "check": check_id, "pid": os.getpid(),
                               "started": time.time(), "deadline": time.time() + state.cell_timeout})
-        item.stash[DEADLINE_KEY] = deadline
+        item.stash[DEADLINE_KEY] = state.deadline = deadline
         state.note_active = True
         deadline.start()
         try:
             result = yield
         finally:
             deadline.stop()
+            state.mark_note(ended=time.time())
             state.note_active = False
+            state.deadline = None
         if CELL_KEY not in item.stash:
             self._unfinished(item, model, check_id)
         return result
@@ -96,14 +106,15 @@ class GuardHooks:
         item.stash[CELL_KEY] = self.session.record(item.nodeid, model, check_id, outcome)
 
     def _hard_timeout(self, item, model: str, check_id: str, deadline) -> None:
-        """In the watchdog thread: the cell ignored its soft limit; record it before the process ends."""
+        """In the watchdog thread: the cell ignored its soft limit (time or memory); record it before the process
+        ends."""
         state = self.session
-        reason = (f"{deadline.reason()} and did not stop within {state.grace:g} s more; "
-                  f"the process running it ({state.worker}) was ended")
-        outcome = Outcome("timeout", reason, {"seconds": round(deadline.elapsed, 3)})
+        reason = (f"{deadline.reason()} and did not stop within {state.grace:g} s more" if deadline.stopped_by == "time"
+                  else f"{deadline.reason()}; it did not stop") + f"; the process running it ({state.worker}) was ended"
+        outcome = cell_life.stopped_outcome(deadline, reason)
         state.record(item.nodeid, model, check_id, outcome)
         if state.building == model:
-            state.parts.add_build_failure(model, "timeout", reason)
+            state.parts.add_build_failure(model, outcome.verdict, reason)
         message = f"\nconformance: {item.nodeid}: {reason}.\n"
         if not state.is_worker:
             try:
@@ -130,6 +141,8 @@ class GuardHooks:
             if time.time() >= note.get("deadline", float("inf")):
                 outcome = Outcome("timeout", f"ran past the cell time limit of {state.cell_timeout:g} s; "
                                   f"worker {worker} ended ({isolation.crash_summary(dump)})")
+                if isolation.others_running(state.parts.path, worker):
+                    outcome.metrics["under_load"] = True
             else:
                 outcome = crashed_outcome(dump, building=bool(note.get("building")))
             if note.get("building"):
@@ -143,7 +156,10 @@ class GuardHooks:
         except OSError:
             details = ""
         report.longrepr = line + (f"\n{details}" if details else "")
-        if record["verdict"] == "xfail":
+        if rerun.pending(record):
+            report.outcome = "skipped"
+            report.longrepr = (str(crashitem).split("::")[0], 0, f"Skipped: {rerun.PENDING}: {line}")
+        elif record["verdict"] == "xfail":
             report.outcome = "skipped"
             report.wasxfail = record["reason"]
         return None

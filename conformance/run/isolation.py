@@ -20,6 +20,19 @@ Contracts:
   - Last resort: a hang that holds the GIL starves the watchdog thread;
     `faulthandler` (a C thread) dumps every thread's stack to `dump_file` and
     exits the process `grace` seconds after the hard limit.
+  - Memory (with `memory=MemoryLimit(...)`): the watchdog samples the
+    resident memory of the process and its children every `interval`
+    seconds (`peak_mib` keeps the highest). Past `limit_mib`, or where the
+    machine's available memory falls below `reserve_mib` (before the
+    kernel's OOM killer would pick a process), it kills the children and
+    raises `CellOutOfMemory` in the main thread the same way (only inside
+    `interruptible`, again every `repeat` seconds); `stopped_by` is
+    "memory", `machine` says which of the two. If the cell has not stopped
+    `grace` seconds later, or its memory keeps growing (`hard_mib`, or half
+    the reserve left), `on_hard_timeout()` records it and the process ends
+    (as for time).
+  - `under_load` is what the `under_load()` given says (other work running)
+    when a limit fires, for time as for memory.
 
 * `write_note(path, note)` / `read_note(path)`: the cell a process is running
   (model, check, nodeid, deadline), written before the cell starts, so that
@@ -29,6 +42,8 @@ Contracts:
   error: Aborted (in file.py:12, fn)") or, for an empty dump, what that means;
   `crash_frame(path)` the fatal error's message and the crashed thread's
   innermost Python frame (file, line, function), None without one.
+* `others_running(parts_dir, own)`: whether another process of the run is
+  running a cell now (its note not ended, its pid alive).
 * `peak_rss_mib()`: this process's peak resident memory in MiB.
 """
 
@@ -44,27 +59,54 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TextIO
 
 from conformance.report import io
+from conformance.run import memory as machine
 
 HARD_TIMEOUT_EXIT = 70  # EX_SOFTWARE: the process ended itself because a cell hung
 
 
-class CellTimeout(BaseException):
-    """The cell ran past its time limit.
+class CellStopped(BaseException):
+    """A limit of the cell stopped it.
 
     A BaseException (like KeyboardInterrupt) so that the `except Exception`
     of checks and of torch's own error wrapping lets it through.
     """
 
 
+class CellTimeout(CellStopped):
+    """The cell ran past its time limit."""
+
+
+class CellOutOfMemory(CellStopped):
+    """The cell's memory went past its limit, or past what the machine can give."""
+
+
+@dataclass
+class MemoryLimit:
+    """The memory limit of one cell (see the module): `limit_mib` for the process `pid` and its children, the
+    machine's `reserve_mib`, sampled every `interval` seconds; `under_load()` says whether other work runs."""
+
+    limit_mib: float
+    reserve_mib: float = 0.0
+    pid: int = field(default_factory=os.getpid)
+    interval: float = 0.1
+
+    @property
+    def hard_mib(self) -> float:
+        """Past this, a cell that did not stop ends its process at once."""
+        return self.limit_mib + max(256.0, self.limit_mib / 4)
+
+
 class Deadline:
     """The time limits of one cell (see the module docstring)."""
 
     def __init__(self, seconds: float, grace: float, on_hard_timeout: Callable[[], None] | None = None,
-                 dump_file: TextIO | None = None):
+                 dump_file: TextIO | None = None, memory: MemoryLimit | None = None,
+                 under_load: Callable[[], bool] | None = None):
         if seconds <= 0 or grace <= 0:
             raise ValueError("seconds and grace must be positive")
         self.seconds = seconds
@@ -72,7 +114,15 @@ class Deadline:
         self.repeat = max(0.05, min(1.0, grace / 4))
         self.on_hard_timeout = on_hard_timeout
         self.dump_file = dump_file
+        self.memory = memory
+        self._under_load = under_load
         self.fired = False
+        self.stopped_by = ""  # "time" or "memory": the limit that fired first
+        self.machine = False  # memory: the machine's reserve, not the cell's limit
+        self.under_load = False
+        self.peak_mib = 0.0
+        self._memory_fired_at = 0.0
+        self._signalled = 0
         self.started = 0.0
         self._depth = 0
         self._done = threading.Event()
@@ -91,7 +141,17 @@ class Deadline:
         return time.time() - self.elapsed + self.seconds
 
     def reason(self) -> str:
+        if self.stopped_by == "memory":
+            if self.machine:
+                return (f"resident memory reached {self.peak_mib:.0f} MiB, all the machine could give (it keeps "
+                        f"{self.memory.reserve_mib:.0f} MiB free); the cell was stopped")
+            return (f"resident memory reached {self.peak_mib:.0f} MiB, past the cell memory limit of "
+                    f"{self.memory.limit_mib:.0f} MiB; the cell was stopped")
         return f"ran past the cell time limit of {self.seconds:g} s"
+
+    def stopped(self) -> CellStopped:
+        """The exception of the limit that fired."""
+        return (CellOutOfMemory if self.stopped_by == "memory" else CellTimeout)(self.reason())
 
     def start(self) -> "Deadline":
         self.started = time.monotonic()
@@ -119,35 +179,76 @@ class Deadline:
 
     @contextlib.contextmanager
     def interruptible(self):
-        """Inside this block the soft limit raises CellTimeout."""
+        """Inside this block the soft limit raises CellTimeout (CellOutOfMemory for memory)."""
         self._depth += 1
         try:
             if self.fired:  # the limit passed before the block began
-                raise CellTimeout(self.reason())
+                raise self.stopped()
             yield self
         finally:
             self._depth -= 1
 
     def _on_alarm(self, signum, frame):
-        self.fired = True
+        if not self.fired:
+            self._fire("time")
         if self._depth > 0:
-            raise CellTimeout(self.reason())
+            raise self.stopped()
+
+    def _fire(self, by: str) -> None:
+        self.stopped_by = self.stopped_by or by
+        self.fired = True
+        try:
+            self.under_load = bool(self._under_load and self._under_load())
+        except Exception:  # a note that cannot be read says nothing about load
+            self.under_load = False
 
     def _watch(self) -> None:
-        if self._done.wait(self.seconds + self.grace):
+        hard_at = self.started + self.seconds + self.grace
+        interval = self.memory.interval if self.memory is not None else None
+        while not self._done.wait(interval if interval else max(0.0, hard_at - time.monotonic())):
+            if time.monotonic() >= hard_at or (self.memory is not None and self._memory_hard()):
+                break
+        else:
             return
-        self.fired = True
+        if not self.fired:
+            self._fire("time")
         try:
             if self.on_hard_timeout is not None:
                 self.on_hard_timeout()
         finally:
             os._exit(HARD_TIMEOUT_EXIT)
 
+    def _memory_hard(self) -> bool:
+        """Sample the memory; stop the cell past a limit; True when it must end its process now."""
+        limit = self.memory
+        rss = machine.rss_mib(limit.pid)
+        self.peak_mib = max(self.peak_mib, rss)
+        available = machine.available_mib() if limit.reserve_mib else None
+        short = available is not None and available < limit.reserve_mib
+        if self.stopped_by != "memory":
+            if rss <= limit.limit_mib and not short:
+                return False
+            if self.fired:  # stopped by time already: its verdict stands
+                return False
+            self.machine = rss <= limit.limit_mib
+            self._fire("memory")
+            self._memory_fired_at = time.monotonic()
+        machine.stop_children(limit.pid)
+        if rss > limit.hard_mib or (available is not None and available < limit.reserve_mib / 2) or \
+                time.monotonic() - self._memory_fired_at > self.grace:
+            return True
+        if self._uses_signal and time.monotonic() - self._memory_fired_at >= self._signalled * self.repeat:
+            self._signalled += 1
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGALRM)
+        return False
+
 
 class NoDeadline:
     """Stands in for a Deadline where a test has none (not a parametrized cell)."""
 
     fired = False
+    stopped_by = ""
+    under_load = False
     elapsed = 0.0
     seconds = float("inf")
 
@@ -168,6 +269,25 @@ class NoDeadline:
 def write_note(path: Path, note: dict) -> None:
     """Replace `path` with `note` as JSON (atomically: a reader never sees half)."""
     io.write_text_atomic(path, json.dumps(note, sort_keys=True))
+
+
+def others_running(parts_dir: Path, own: str) -> bool:
+    """Whether a process of the run other than `own` is running a cell now (a note without `ended`, its pid
+    alive)."""
+    for path in Path(parts_dir).glob("*.running.json"):
+        if path.name == f"{own}.running.json":
+            continue
+        note = read_note(path)
+        if not note or note.get("ended") or not isinstance(note.get("pid"), int):
+            continue
+        try:
+            os.kill(note["pid"], 0)
+        except ProcessLookupError:
+            continue
+        except PermissionError:
+            pass
+        return True
+    return False
 
 
 def read_note(path: Path) -> dict | None:

@@ -8,7 +8,8 @@ suite's own runs); `use_short_dests(config)` makes each value readable as
 Every other function either returns the resolved value or raises
 `UsageError` naming the option (or file), what is wrong and the fix.
 `resolve_selection(config, source)` is the run's `Selection`: the sorted
-class names selected by --models (globs over names and aliases) and the
+class names selected by --models (`discover.select_classes`: class names,
+aliases, model types and globs over them, case-insensitive) and the
 impact options (--changed-files, --since), with the changed files it
 resolved. Every --changed-files path must name a file of the transformers
 being gated (`select.impact.resolve_changed`: ``src/transformers/PATH``,
@@ -53,7 +54,8 @@ OPTIONS = (
     ("device", dict(default="auto", help="cpu, cuda, cuda:N or auto (cuda when present)")),
     ("dtype", dict(default="float32", choices=["float32", "bfloat16", "float16"])),
     ("backend", dict(default="eager", help="dynamo backend: eager, aot_eager, inductor")),
-    ("models", dict(default="", help="comma-separated class names or globs (default: all)")),
+    ("models", dict(default="", help="comma-separated class names, model types (llava) or globs, any case; "
+                                   ":ci for the CI classes (default: all)")),
     ("checks", dict(default="", help="comma-separated check ids (default: all)")),
     ("matrix-out", dict(default=str(DEFAULT_OUT), help="where the JSON envelope is written")),
     ("expectations", dict(default="", help="expectations TOML (default: fixtures/expectations/<major.minor>.toml)")),
@@ -61,10 +63,16 @@ OPTIONS = (
     ("changed-files", dict(nargs="+", default=[], help="run only classes impacted by these transformers files")),
     ("since", dict(default="", help="git ref: impacted classes from `git diff REF` in --transformers-repo")),
     ("transformers-repo", dict(default="", help="a transformers checkout, for --since")),
+    ("meta", dict(action="store_true", default=False,
+                  help="also run the suite's own tests (conformance/meta); naming a path under it runs them too")),
     ("cell-timeout", dict(type=float, default=300.0, help="seconds before a cell becomes `timeout`")),
     ("cell-timeout-grace", dict(
         type=float, default=DEFAULT_GRACE,
         help="seconds after --cell-timeout before a cell that ignores it ends its worker process")),
+    ("cell-memory", dict(
+        type=float, default=0.0,
+        help="MiB of resident memory a cell's worker may hold before the cell is `fail` (kind resources); "
+             "default per column from fixtures/cell_memory.toml")),
 )
 GROUP = "conformance"
 GROUP_HELP = ("vlm-conformance (each option also as its short name, e.g. --device, in the suite's own runs "
@@ -86,7 +94,7 @@ def add_options(parser) -> None:
     """Declare `--conformance-<name>` for every option: safe in any pytest run (nobody else uses the prefix)."""
     group = parser.getgroup(GROUP, GROUP_HELP)
     for name, attrs in OPTIONS:
-        metavar = {} if "choices" in attrs else {"metavar": short_dest(name).upper()}
+        metavar = {} if "choices" in attrs or "action" in attrs else {"metavar": short_dest(name).upper()}
         group.addoption(f"--conformance-{name}", dest=dest(name), **metavar, **attrs)
 
 
@@ -173,6 +181,11 @@ def check_shard(spec: str) -> None:
             parse(spec)
         except ValueError as exc:
             raise UsageError(f"--shard: {exc}") from None
+
+
+def check_memory(value: float) -> None:
+    if value < 0:
+        raise UsageError(f"--cell-memory: must be a positive number of MiB (or 0: per column), got {value:g}")
 
 
 def check_seconds(option: str, value: float) -> None:
@@ -271,13 +284,24 @@ def select_models(config, source) -> list[str]:
     return resolve_selection(config, source).classes
 
 
+def model_types(source, names: list[str]) -> dict[str, str]:
+    """Each of `names` -> its model type, from the case source's row metadata (`--models llava`); a source
+    without row metadata (a test's) has none."""
+    rows = source.rows(names) if hasattr(source, "rows") else {}
+    return {name: row.get("model_type", "") for name, row in rows.items()}
+
+
 def resolve_selection(config, source) -> Selection:
     """The run's `Selection` (see the module's contract); a bad option or path raises UsageError (one line)."""
-    from conformance.discover import select_classes
+    from conformance.discover import NoMatch, select_classes
 
     patterns = split(config.getoption("models"))
+    names = source.names()
     try:
-        names = select_classes(patterns, source.index() if patterns else {}, source.names())
+        names = select_classes(patterns, source.index() if patterns else {}, names,
+                               model_types(source, names) if patterns else {})
+    except NoMatch as exc:
+        raise UsageError(f"--models: {exc}") from None
     except LookupError as exc:
         raise UsageError(f"--models: no discovered class matches {exc.args[0]!r}; "
                          "see `conformance list` for the names") from None

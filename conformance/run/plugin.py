@@ -18,6 +18,10 @@ Contract:
   In any other pytest run of the same environment it only declares its
   `--conformance-*` options: no environment variable, option name or
   fixture of that run changes.
+* The suite's own tests (``conformance/meta``) are collected only when the
+  run asks for them: ``--meta``, or a path (or ``--pyargs`` module) under
+  ``conformance/meta``; ``pytest --pyargs conformance`` and ``pytest
+  conformance`` are the matrix alone.
 * Every registered check gets a test function, parametrized over the
   selected classes of the run's case source (`cells`; ids = class names),
   grouped per class so that with ``-n N --dist loadgroup`` one worker builds
@@ -28,7 +32,10 @@ Contract:
 * Every cell gets exactly one record, appended to its process's part file in
   ``<matrix-out>.parts/`` as soon as it is known: a cell past
   ``--cell-timeout`` is `timeout` (`isolation`: soft limit, then the worker
-  ends itself), a cell whose worker process died is `error` "worker
+  ends itself), a cell past its memory limit (``--cell-memory``, else its
+  column's, `memory`) is `fail` kind `resources`, a cell a limit stopped
+  while other work ran is rerun alone at the end (`rerun`), a cell whose
+  worker process died is `error` "worker
   crashed: ..." (written by the xdist controller), a cell that ended in a
   harness error without a verdict (a fixture error) is `error` (`guard`).
 * At session end (also after Ctrl-C) the controller merges all parts into the
@@ -64,6 +71,7 @@ from conformance.run.hooks import CaseSourceHooks
 
 MAX_WORKER_RESTARTS = 100
 PACKAGE = Path(conformance.__file__).resolve().parent
+META = PACKAGE / "meta"
 
 
 def pytest_addhooks(pluginmanager):
@@ -91,6 +99,8 @@ def pytest_load_initial_conftests(early_config, parser, args):
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance_check(id): the check a test runs")
     config.addinivalue_line("markers", "meta: fast tests of the harness itself")
+    config.addinivalue_line("markers", "conformance_models(*names): a test over those of these classes the run "
+                            "selects (takes property_model)")
     if not targets_the_suite(config):
         return
     _activate(config)
@@ -98,7 +108,7 @@ def pytest_configure(config):
     from conformance.run import cells, guard, lifecycle, scheduling
     from conformance.run.session import SESSION_KEY, Session
 
-    _hypothesis_profile()
+    _hypothesis_profile(config)
     # A test module that fails to import loses its own column, not the run.
     config.option.continue_on_collection_errors = True
     # xdist's default (4 per worker) would end the run after a few crashed or hung cells.
@@ -112,6 +122,21 @@ def pytest_configure(config):
                         ("conformance-xdist", scheduling.XdistHooks(session)),
                         ("conformance-guard", guard.GuardHooks(session))):
         config.pluginmanager.register(hooks, name)
+
+
+def pytest_ignore_collect(collection_path, config):
+    """The suite's run collects its own tests (conformance/meta) only when asked (`wants_meta`): a run of the
+    package (`pytest --pyargs conformance`, `pytest conformance`) is the matrix."""
+    if collection_path.name == META.name and collection_path.resolve() == META and targets_the_suite(config):
+        return None if wants_meta(config) else True
+    return None
+
+
+def wants_meta(config) -> bool:
+    """Whether the run asks for the meta tests: --meta, or a path (or --pyargs module) under conformance/meta."""
+    if getattr(config.option, options.dest("meta"), False):
+        return True
+    return any(path == META or META in path.parents for path in _target_paths(config, None))
 
 
 def targets_the_suite(config, early_args: list[str] | None = None) -> bool:
@@ -181,7 +206,7 @@ def _early_args(config, args: list[str]) -> tuple[list[str], bool]:
 def _short_option_values(args: list[str]) -> list[str]:
     """The values given to the suite's short options in `args` (`--models X`): not yet declared when pytest
     first parses the command line, they are not options to it, and it takes their values for paths."""
-    nargs = {f"--{name}": attrs.get("nargs") for name, attrs in options.OPTIONS}
+    nargs = {f"--{name}": attrs.get("nargs") for name, attrs in options.OPTIONS if "action" not in attrs}
     values, i = [], 0
     while i < len(args):
         flag, i = args[i], i + 1
@@ -213,12 +238,22 @@ def _module_path(name: str) -> Path | None:
     return Path(spec.origin) if spec.origin else None
 
 
-def _hypothesis_profile() -> None:
-    """The "ci" profile (derandomized, no deadline) when the environment variable CI is set."""
+def _hypothesis_profile(config) -> None:
+    """The "ci" profile (derandomized, no deadline) when the environment variable CI is set. A collect-only run
+    writes no file: hypothesis, which caches what it reads of a test module under `.hypothesis/` in the current
+    directory while collecting it, keeps its files in a temporary folder removed at the end."""
     try:
         from hypothesis import settings
+        from hypothesis.configuration import set_hypothesis_home_dir
     except ImportError:
         return
     settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
     if os.environ.get("CI"):
         settings.load_profile("ci")
+    if config.option.collectonly:
+        import shutil
+        import tempfile
+
+        home = tempfile.mkdtemp(prefix="conformance-collect-")
+        set_hypothesis_home_dir(home)
+        config.add_cleanup(lambda: shutil.rmtree(home, ignore_errors=True))

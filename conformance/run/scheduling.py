@@ -45,7 +45,7 @@ from xdist.scheduler.loadgroup import LoadGroupScheduling
 
 from conformance.checks.common.registry import check_ids
 from conformance.run import shards
-from conformance.run.cells import check_of, model_of
+from conformance.run.cells import check_of, is_unselected, model_of
 from conformance.run.session import SELECTED_KEY
 
 
@@ -103,7 +103,7 @@ class OrderHooks:
     def pytest_collection_modifyitems(self, session, config, items):
         checks, not_run = self.session.checks, self.session.not_run
         kept = [item for item in items if not (check_of(item) and checks and check_of(item) not in checks)
-                and check_of(item) not in not_run]
+                and check_of(item) not in not_run and not is_unselected(item)]
         seconds = self.session.estimates()
         shard_spec = config.getoption("shard")
         if shard_spec:

@@ -39,8 +39,9 @@ from conformance.checks.common.registry import check_ids, describe, opt_in_reaso
 from conformance.gate.expectations import run_conditions
 from conformance.report import envelope as report
 from conformance.report import io, provenance
-from conformance.run import cell_life, isolation, options, shards
-from conformance.run.cell_life import BuildError, BuildTimedOut, Cell, build_failure
+from conformance import columns
+from conformance.run import cell_life, isolation, memory, options, shards
+from conformance.run.cell_life import BuildError, BuildOutOfMemory, BuildTimedOut, Cell, build_failure
 from conformance.run.records import PartsDir, peak_memory
 
 SESSION_KEY = pytest.StashKey["Session"]()
@@ -57,12 +58,14 @@ class Session:
     def __init__(self, config):
         self.config = config
         self.is_worker = hasattr(config, "workerinput")
+        self.collect_only = bool(getattr(config.option, "collectonly", False))  # a run that writes nothing
         self.worker = config.workerinput.get("workerid", "gw") if self.is_worker else "main"
         self.source = config.hook.pytest_conformance_case_source(config=config) or TransformersCases()
         self.matrix_out = Path(config.getoption("matrix_out"))
         self.parts = PartsDir.of(self.matrix_out)
         self.cell_timeout = config.getoption("cell_timeout")
         self.grace = config.getoption("cell_timeout_grace")
+        self.cell_memory = config.getoption("cell_memory")
         self.dtype_name = config.getoption("dtype")
         self.backend = config.getoption("backend")
         self.checks = options.split(config.getoption("checks"))
@@ -76,6 +79,7 @@ class Session:
         self._built: tuple[str, object] | None = None
         self._not_run_recorded: set[str] = set()
         self.building: str | None = None  # the class being built right now (read by the watchdog)
+        self.deadline = None  # the running cell's isolation.Deadline (set by guard)
         self.note_active = False  # a cell of this process is running and has a note
         self._dump_file = None
         self.envelope: dict | None = None
@@ -94,6 +98,7 @@ class Session:
         options.check_shard(self.config.getoption("shard"))
         options.check_seconds("--cell-timeout", self.cell_timeout)
         options.check_seconds("--cell-timeout-grace", self.grace)
+        options.check_memory(self.cell_memory)
         self.device = options.resolve_device(self.config.getoption("device"))
         self.dtype = getattr(torch, self.dtype_name)
         options.check_backend(self.backend)
@@ -103,7 +108,7 @@ class Session:
         self.conditions = run_conditions(self.device, self.dtype_name, self.backend, torch.__version__)
         self.applied = options.load_expectations(self.config.getoption("expectations"), self.source, self.conditions)
         self.expectations = self.applied.cells
-        if not self.is_worker:
+        if not self.is_worker and not self.collect_only:
             options.check_writable(self.matrix_out)
 
     def expectations_applied(self) -> list[dict]:
@@ -147,8 +152,8 @@ class Session:
             try:
                 self._estimates = shards.published_estimates(checks=self.run_checks(), backend=self.backend)
             except report.EnvelopeError as exc:
-                raise options.UsageError(f"{exc} (shards and the run order come from it: restore it with "
-                                         f"`git checkout -- {shards.PUBLISHED}`)") from None
+                # load_envelope's remedy names its committed copy where git has one (not in an installed package)
+                raise options.UsageError(f"{exc} (shards and the run order come from it)") from None
         return self._estimates
 
     def selected_models(self) -> list[str]:
@@ -187,8 +192,12 @@ class Session:
                     raise earlier
                 value = self.source.build(name, self.device or "cpu", self.dtype, self.backend)
             except isolation.CellTimeout as exc:
+                under_load = bool(self.deadline is not None and self.deadline.under_load)
                 self._built = (name, BuildTimedOut(f"building the tiny model and inputs {exc} "
-                                                   "(in the first cell of this class)"))
+                                                   "(in the first cell of this class)", under_load))
+                raise
+            except isolation.CellOutOfMemory as exc:
+                self._built = (name, self._out_of_memory(exc))
                 raise
             except (BuildError, RowVerdict, MissingDependency) as exc:  # decided for the row: kept for its cells
                 value = exc
@@ -203,6 +212,15 @@ class Session:
             raise value
         return value
 
+    def _out_of_memory(self, exc) -> BuildOutOfMemory:
+        """What the class's later cells say of a build its memory limit stopped."""
+        if self.deadline is not None and self.deadline.fired:
+            outcome = cell_life.stopped_outcome(self.deadline)
+        else:
+            outcome = Outcome("fail", str(exc), fingerprint=cell_life.Fingerprint("resources"))
+        return BuildOutOfMemory(f"building the tiny model and inputs: {exc} (in the first cell of this class)",
+                                outcome)
+
     def _earlier_build_failure(self, name: str) -> BuildError | None:
         failure = self.parts.build_failures().get(name)
         if failure is None:
@@ -211,6 +229,17 @@ class Session:
             return BuildTimedOut(f"building the tiny model and inputs {failure['reason']} "
                                  "(in an earlier cell of this class)")
         return BuildError(f"{failure['reason']} (in an earlier cell of this class)")
+
+    # -- limits
+
+    def memory_limit(self, check_id: str) -> isolation.MemoryLimit:
+        """The memory limit of a cell of `check_id` in this run (`memory.limit_mib` of its column)."""
+        column = columns.column_id(check_id, self.backend) if self.backend != "eager" else check_id
+        return isolation.MemoryLimit(memory.limit_mib(column, self.cell_memory), memory.reserve_mib())
+
+    def others_running(self) -> bool:
+        """Whether another process of this run is running a cell now."""
+        return isolation.others_running(self.parts.path, self.worker)
 
     # -- files
 

@@ -155,17 +155,20 @@ def real_sample(model, device: str, dtype: torch.dtype) -> dict[str, torch.Tenso
 
 
 def select(models: str, sizes: str, shapes_path: Path = SHAPES) -> list[str]:
-    from conformance.discover import class_index, select_classes
+    from conformance.discover import NoMatch, class_index, model_types, select_classes
 
+    patterns = [p.strip() for p in models.split(",") if p.strip()]
     if sizes == "real":
         names = list(load_shapes(shapes_path))
-        index = {n: n for n in names}
+        index, types = {n: n for n in names}, {}
     else:
         index = class_index()
         names = sorted(set(index.values()))
-    patterns = [p.strip() for p in models.split(",") if p.strip()]
+        types = model_types() if patterns else {}
     try:
-        return select_classes(patterns, index, names) if patterns else []
+        return select_classes(patterns, index, names, types) if patterns else []
+    except NoMatch as exc:
+        raise BenchError(f"--models: {exc}") from None
     except LookupError as exc:
         raise BenchError(f"--models: nothing matches {exc.args[0]!r}") from None
 
@@ -467,11 +470,12 @@ def _counts(text: str) -> tuple[int, ...]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="conformance bench", description=__doc__.split("\n\n")[0])
-    p.add_argument("--models", default="", help=f"class names or globs (cpu default: {DEFAULT_CPU_MODELS})")
+    p.add_argument("--models", default="",
+                   help=f"class names, model types or globs, any case (cpu default: {DEFAULT_CPU_MODELS})")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
-    p.add_argument("--dtype", default="", choices=["", "float32", "bfloat16", "float16"],
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16", "float16"],
                    help="default float32 on cpu, bfloat16 on cuda")
-    p.add_argument("--sizes", default="", choices=["", "tiny", "real"], help="default tiny on cpu, real on cuda")
+    p.add_argument("--sizes", default=None, choices=["tiny", "real"], help="default tiny on cpu, real on cuda")
     p.add_argument("--backend", default="inductor", help="dynamo backend of the compiled side")
     p.add_argument("--image-tokens", type=_counts, default=None, help="sweep points, e.g. 64,256,2304")
     p.add_argument("--new-tokens", type=int, default=32, help="decode steps timed per run")
@@ -480,6 +484,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--shapes", type=Path, default=SHAPES,
                    help="the realistic shapes of --sizes real (default: the package's bench/shapes.json)")
     p.add_argument("--out", default="reports/bench-cpu", help="output path without suffix (.json .md .png)")
+    p.add_argument("--suite", nargs="+", metavar="RUN.json", help="another question: what the matrix itself costs "
+                   "per check, from a run's pytest-json-report (RUN.json [EARLIER.json]: the change since); "
+                   "`conformance bench --suite --help` for its options (conformance.tools.suite_cost)")
     return p
 
 

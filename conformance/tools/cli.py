@@ -11,13 +11,15 @@
     conformance merge --parts DIR -o OUT.json [--device D --dtype T --backend B]
     conformance explain CLASS CHECK [--device D --dtype T --backend B]
     conformance expectations --update RUN.json [--file PATH]
+    conformance expectations --migrate-sites PATH... [--dry-run]
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
-    conformance findings RUN.json [...] --repro DIR [--verify] [--group ID] [--timeout S]
+    conformance findings RUN.json [...] --repro DIR [--verify [--python PATH]] [--group ID] [--timeout S]
+    conformance findings RUN.json [...] --issue ID|top [--repro DIR] [-o OUT.md]
     conformance bench [ARGS...]
     conformance versions [--ci]
-    conformance jobs list|run|publish [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
+    conformance jobs list|status|run|publish|gate [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -27,7 +29,8 @@ comparison beyond its check's tolerance; `explain` returns 1 when the cell does 
 `flags --check` returns 1 when a declared flag disagrees unambiguously with the observation;
 `plan` returns `NOTHING_TO_CHECK` (10, as a run does) when the changed files are real but affect no class,
 printing "nothing to check: ..." (with --json: its `nothing_to_check`), and 2 for a path that names no
-file of the transformers being gated.
+file of the transformers being gated. A reader that closes the pipe early
+(`conformance diff ... | head`) ends any command quietly with 141 (128 + SIGPIPE).
 Heavy imports (torch, transformers) happen only in the subcommands that
 need them.
 """
@@ -35,6 +38,7 @@ need them.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -43,6 +47,8 @@ from conformance.report import envelope as report
 from conformance.tools.errors import USAGE_ERROR, CliError, write_files
 from conformance.tools.publishing import published_files, published_picture
 from conformance.tools.pytest_options import PytestOptions
+
+BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports of a tool whose reader closed the pipe
 
 
 class _Parser(argparse.ArgumentParser):
@@ -189,6 +195,8 @@ def cmd_list(args) -> int:
 
 
 def cmd_expectations(args) -> int:
+    if args.migrate_sites:
+        return _migrate_sites([Path(path) for path in args.migrate_sites], write=not args.dry_run)
     if bool(args.update) == bool(args.judge):
         raise CliError("expectations: pass --update RUN.json (rewrite the file from a run) or --judge RUN.json "
                        "-o OUT.json (judge a run again against the file), one of them")
@@ -213,6 +221,29 @@ def cmd_expectations(args) -> int:
         raise CliError(str(exc)) from None
     print(f"wrote {written}")
     return 0
+
+
+def _migrate_sites(paths: list[Path], write: bool) -> int:
+    """Each file's fingerprint sites renamed to today's rule (`conformance.gate.sites`), in this environment's
+    transformers (run it in the env of the version the files were made with)."""
+    from conformance.gate.sites import migrate_file
+
+    for path in paths:
+        try:
+            renames = migrate_file(path, write=write)
+        except (OSError, ValueError) as exc:
+            raise CliError(f"expectations --migrate-sites: {exc}") from None
+        print(f"{path}: {len(renames)} site(s) {'renamed' if write else 'to rename'}")
+        for (old, new), count in sorted(_counted(renames).items()):
+            print(f"  {count} x {old} -> {new}")
+    return 0
+
+
+def _counted(pairs: list) -> dict:
+    counts: dict = {}
+    for pair in pairs:
+        counts[pair] = counts.get(pair, 0) + 1
+    return counts
 
 
 def cmd_versions(args) -> int:
@@ -271,6 +302,7 @@ def cmd_plan(args) -> int:
         print(nothing)
         return NOTHING_TO_CHECK
     unknown = [n for n in names if n not in seconds]
+    print(f"classes: {', '.join(names)}")
     print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
           + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
     print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
@@ -346,6 +378,8 @@ def cmd_findings(args) -> int:
     groups = findings.group_failures(envelopes, list(args.runs))
     if args.verify and not args.repro:
         raise CliError("findings: --verify runs the scripts of --repro DIR; name the folder")
+    if args.issue:
+        return _findings_issue(args, groups, envelopes)
     if args.repro:
         return _findings_repro(args, groups, envelopes)
     links, note = _expectation_links(envelopes)
@@ -369,6 +403,57 @@ def cmd_findings(args) -> int:
     if args.output:
         write_files({Path(args.output): text})
         print(f"wrote {args.output}: {len(groups)} group(s)")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def _issue_of(group, envelopes, folder: Path | None, sources: list[str]) -> str:
+    """The issue text of one group: its script and verdict from `folder` (a --repro DIR) when there, else the
+    script written now into a temporary folder."""
+    import json
+    import tempfile
+
+    from conformance.report import repro, repro_issue
+
+    known = {}
+    if folder is not None and (folder / repro.INDEX).exists():
+        known = {g["group"]: g for g in json.loads((folder / repro.INDEX).read_text())["groups"]}
+    if group.id in known and known[group.id].get("script") and (folder / known[group.id]["script"]).exists():
+        entry = repro.Entry(**known[group.id])
+        return repro_issue.render_issue(group, envelopes, (folder / entry.script).read_text(), entry)
+    with tempfile.TemporaryDirectory(prefix="conformance-issue-") as scratch:
+        entry = repro.write_one(group, envelopes, Path(scratch))
+        script = (Path(scratch) / entry.script).read_text() if entry.script else ""
+    return repro_issue.render_issue(group, envelopes, script, entry if entry.script else None)
+
+
+def _findings_issue(args, groups, envelopes) -> int:
+    """`findings --issue ID|top`: an upstream issue text (see `conformance.report.repro_issue`)."""
+    from conformance.report import findings, repro
+
+    folder = Path(args.repro) if args.repro else None
+    if args.issue == "top":
+        if folder is None:
+            raise CliError("findings: --issue top writes into DIR/issues/; name the folder with --repro DIR")
+        ranked = [g for g, _ in findings.rank(groups, envelopes)][:findings.TOP]
+        texts = {folder / repro.ISSUES / f"{g.id}.md": _issue_of(g, envelopes, folder, list(args.runs)) for g in ranked}
+        write_files(texts)
+        if (folder / repro.INDEX).exists():  # the README links each group's issue text
+            import json
+
+            entries = [repro.Entry(**g) for g in json.loads((folder / repro.INDEX).read_text())["groups"]]
+            repro.write_index(entries, folder, list(args.runs), envelopes)
+        print(f"wrote {len(texts)} issue text(s) into {folder / repro.ISSUES}")
+        return 0
+    group = next((g for g in groups if g.id == args.issue and g.upstream), None)
+    if group is None:
+        raise CliError(f"findings: no upstream group {args.issue!r} in these runs; `conformance findings "
+                       "RUN.json` lists the ids")
+    text = _issue_of(group, envelopes, folder, list(args.runs))
+    if args.output:
+        write_files({Path(args.output): text})
+        print(f"wrote {args.output}")
     else:
         sys.stdout.write(text)
     return 0
@@ -401,7 +486,7 @@ def _findings_repro(args, groups, envelopes) -> int:
     print(f"wrote {len(written)} script(s) for {len(entries)} upstream group(s) into {folder}")
     if not args.verify:
         return 0
-    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said)
+    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said, python=args.python)
     repro.write_index(entries, folder, list(args.runs), envelopes)
     failed = [e for e in written if not e.verified]
     print(f"verified: {len(written) - len(failed)} of {len(written)} script(s) reproduce "
@@ -475,9 +560,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p, device_default="cpu")
     p.set_defaults(func=cmd_merge)
 
-    p = sub.add_parser("explain", help="re-run one cell with its full traceback and a reproducer")
-    p.add_argument("model", metavar="CLASS")
-    p.add_argument("check", metavar="CHECK")
+    p = sub.add_parser("explain", help="re-run one cell with its full traceback and a reproducer",
+                       description="Re-run one cell of the matrix (CLASS x CHECK) as the matrix runs it, judged "
+                       "against the expectations, with its full traceback and a one-line reproducer. Exits 0 when "
+                       "the cell passes (or is skipped), 1 when it does not (a known failure, xfail, included), 2 on "
+                       "bad input.")
+    p.add_argument("model", metavar="CLASS", help="a discovered class (`conformance list`): its name, e.g. "
+                   "LlavaForConditionalGeneration, or its model type, e.g. llava, in any case")
+    p.add_argument("check", metavar="CHECK", help="a check id, a column of the matrix: build, compile_prefill, "
+                   "static_cache, export_forward, ... (an unknown id lists them)")
     _add_run_options(p)
     p.set_defaults(func=cmd_explain)
 
@@ -487,10 +578,15 @@ def build_parser() -> argparse.ArgumentParser:
                    "as they are now (no cell runs), written to -o")
     p.add_argument("-o", "--output", metavar="OUT.json", help="with --judge: the run file to write")
     p.add_argument("--file", metavar="PATH", help="expectations file (default: the installed version's)")
+    p.add_argument("--migrate-sites", nargs="+", metavar="PATH", help="rename the fingerprint sites of these "
+                   "expectations files or run files to today's rule, read in this environment's transformers")
+    p.add_argument("--dry-run", action="store_true",
+                   help="with --migrate-sites: say what would be renamed, write nothing")
     p.set_defaults(func=cmd_expectations)
 
     p = sub.add_parser("plan", help="impacted classes and how many gate shards fit a time budget")
-    p.add_argument("--models", default="", help="comma-separated class names or globs (default: all)")
+    p.add_argument("--models", default="", help="comma-separated class names, model types (llava) or globs, any "
+                   "case; :ci for the CI classes (default: all)")
     p.add_argument("--changed-files", nargs="+", default=[], metavar="PATH", help="changed transformers files")
     p.add_argument("--since", default="", metavar="REF", help="git ref: changes from `git diff REF`")
     p.add_argument("--transformers-repo", default="", metavar="DIR", help="a transformers checkout, for --since")
@@ -523,10 +619,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="with --repro: run each script alone (the suite not importable) and compare its failure")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per script with --verify")
+    p.add_argument("--python", default=sys.executable, metavar="PATH",
+                   help="with --verify: the interpreter of a venv without the suite (default: this one, run -I)")
+    p.add_argument("--issue", default="", metavar="ID|top",
+                   help="an upstream issue text for group ID, ready to paste (its script from --repro DIR when "
+                        "there, else written now); 'top': the ten ranked first, into DIR/issues/ (needs --repro)")
     p.set_defaults(func=cmd_findings)
 
-    sub.add_parser("bench", help="speed benchmark (arguments go to conformance.tools.bench)", add_help=False)
-    sub.add_parser("jobs", help="the publishing run of a version: list, run, publish (conformance.tools.jobs_cli)",
+    sub.add_parser("bench", help="decode speed, eager vs compiled (`bench --suite RUN.json`: what the matrix itself "
+                   "costs per check); conformance.tools.bench", add_help=False)
+    sub.add_parser("jobs", help="the publishing run as jobs: list, status, run, publish, and gate (the pre-merge "
+                   "gate's jobs); conformance.tools.jobs_cli",
                    add_help=False)
     return parser
 
@@ -548,6 +651,17 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("conformance: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (`conformance diff ... | head`): stop quietly, as a Unix tool does
+        _silence_stdout()
+        return BROKEN_PIPE
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so that the interpreter's flush at exit does not raise the same error again."""
+    try:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except (OSError, ValueError):  # no file descriptor (a test's captured stdout): nothing will flush to the pipe
+        pass
 
 
 if __name__ == "__main__":

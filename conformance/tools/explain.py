@@ -17,7 +17,6 @@ built.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import sys
 from typing import TextIO
@@ -33,15 +32,26 @@ class ExplainError(ValueError):
 
 
 def resolve_model(name: str):
-    from conformance.discover import by_name, quiet_transformers
+    """The `ModelInfo` of the one class `name` selects (`discover.select_classes`: a class name, alias, model
+    type or glob, any case); no class or several is an ExplainError naming the nearest names or the several."""
+    from conformance.discover import NoMatch, by_name, quiet_transformers, select_classes
 
     with quiet_transformers():
         index = by_name()
     if name in index:
         return index[name]
-    close = difflib.get_close_matches(name, list(index), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else "; see `conformance list` for the names"
-    raise ExplainError(f"unknown class {name!r}{hint}")
+    canonical = {n: getattr(info, "name", n) for n, info in index.items()}
+    types = {canonical[n]: getattr(info, "model_type", "") for n, info in index.items()}
+    try:
+        found = select_classes([name], canonical, sorted(set(canonical.values())), types)
+    except NoMatch as exc:
+        raise ExplainError(f"unknown class {name!r}; " + str(exc).split("; ", 1)[1]) from None
+    except LookupError as exc:
+        raise ExplainError(f"unknown class {exc.args[0]!r}; see `conformance list` for the names") from None
+    if len(found) > 1:
+        raise ExplainError(f"{name!r} selects {len(found)} classes ({', '.join(found[:4])}"
+                           f"{', ...' if len(found) > 4 else ''}); name one")
+    return index[found[0]]
 
 
 def resolve_check(check_id: str):

@@ -5,8 +5,10 @@ Contracts:
 * `gate_joblist(request)` is `tools.jobs.plan` for the installed version
   over `request.classes` (``--models`` of every job): every column group of
   the matrix (plain, each backend, each opt-in group, each extra whose
-  packages are installed here), so that a gate runs the opt-in groups
-  without ``--checks`` naming them; the columns it cannot run are the job
+  packages are installed here, the half-precision groups), so that a gate
+  runs the opt-in groups without ``--checks`` naming them, and a change
+  that breaks bfloat16 or float16 only is red without ``--groups`` naming
+  them; the columns it cannot run are the job
   list's `not_run`, with why.
 * `run_gate(request)` runs the job list (each job afresh: the code under
   test may have changed since a run of the same command), merges it
@@ -223,12 +225,17 @@ def published_columns() -> list[str]:
     return list(report.load_envelope(path)["checks"]) if path.exists() else []
 
 
+def group_column(check_id: str, group: joblists.Group) -> str:
+    """The column a group's run of `check_id` fills in a merged matrix (``compile_prefill@inductor~bf16``)."""
+    column = columns.column_id(check_id, group.backend) if group.backend != "eager" else check_id
+    return columns.dtype_column(column, group.dtype) if group.dtype != joblists.MAIN_DTYPE else column
+
+
 def gate_record(joblist: dict, envelope: dict, notes: list[dict], base: dict | None) -> dict:
     """`gate_run` of the envelope: what the gate ran, and what of the published matrix it did not, with why."""
     ran = [c for c in envelope["checks"] if c not in envelope.get("not_run", {})]
     published = published_columns()
-    groups = {columns.column_id(c, g.backend) if g.backend != "eager" else c: g.name
-              for g in joblists.column_groups() for c in g.checks}
+    groups = {group_column(c, g): g.name for g in joblists.column_groups() for c in g.checks}
     listed = {**joblist["versions"][0]["not_run"], **envelope.get("not_run", {})}
     not_run = {c: listed.get(c) or (f"its group {groups[c]} is not in this gate run (--groups)" if c in groups
                                     else "no check of this suite makes it") for c in published if c not in ran}
@@ -261,7 +268,9 @@ def budget_by_group(joblist: dict) -> list[dict]:
     found = {}
     for job in joblist["jobs"]:
         entry = found.setdefault(job["group"], {"group": job["group"], "checks": job["checks"],
-                                                "backend": job["backend"], "cell_seconds": 0.0, "shards": 0,
+                                                "backend": job["backend"],
+                                                "dtype": job.get("dtype", joblists.MAIN_DTYPE),
+                                                "cell_seconds": 0.0, "shards": 0,
                                                 "wall_seconds": 0.0, "specs": []})
         entry["cell_seconds"] = round(entry["cell_seconds"] + job["cell_seconds"], 1)
         entry["shards"] += 1
@@ -282,6 +291,7 @@ def plan_lines(joblist: dict) -> list[str]:
             lines.append(f"  {entry['group']}: not run here: {entry['not_run']}")
             continue
         backend = f" under {entry['backend']}" if entry["backend"] != "eager" else ""
+        backend += f" in {entry['dtype']}" if entry["dtype"] != joblists.MAIN_DTYPE else ""
         lines.append(f"  {entry['group']} ({len(entry['checks'])} columns{backend}): about {entry['cell_seconds']:.0f} s "
                      f"of cells, {entry['shards']} shard(s), about {entry['wall_seconds']:.0f} s each at most")
     walls = joblist["wall_seconds"]

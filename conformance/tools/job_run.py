@@ -234,7 +234,8 @@ def _salvage(files: JobFiles, python: str, root: Path, log) -> None:
         log.flush()
         if subprocess.run(merge, cwd=root, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
             raise JobsError(f"{files.parts.path}: the part files of a stopped try could not be merged (see "
-                            f"{files.log}); merge them with `conformance merge --parts`, or run again with --rerun")
+                            f"{files.log}); merge them with `conformance {' '.join(merge[3:])}`, or run again "
+                            "with --rerun")
     files.parts.clear()
 
 

@@ -7,8 +7,14 @@ Contracts:
   dynamo backend of `BACKENDS` (the plain checks that declare backend
   columns, `conformance.columns`: ``--backend inductor
   --checks compile_prefill,compile_decode``), one per opt-in group
-  (``dynamic``: ``--checks compile_dynamic,export_dynamic``) and one per
-  extra (``onnx``, ``executorch``: the checks that extra installs). With
+  (``dynamic``: ``--checks compile_dynamic,export_dynamic``; ``aoti``), one per
+  extra (``onnx``, ``executorch``: the checks that extra installs), then
+  the half-precision groups: for each dtype of `HALF_DTYPES` the plain
+  group and each backend's again, run with ``--dtype`` (``plain~bf16``,
+  ``inductor~bf16``, ``plain~fp16``, ``inductor~fp16``: `columns.dtype_column`
+  of the group's name; their envelopes merge as dtype columns,
+  ``static_cache~bf16``). The float32 groups' names and commands are those
+  they always had. With
   `checks`, each group keeps only those (a group left empty is dropped);
   a plan with `Request.checks` records the others as not run.
 * `plan(...)` is the job list (a JSON-able dict, schema `SCHEMA`): for each
@@ -42,13 +48,12 @@ Contracts:
 
 from __future__ import annotations
 
-import fnmatch
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
 
-from conformance import versions
+from conformance import columns, versions
 from conformance.report import envelope as report
 from conformance.report import provenance
 from conformance.run import shards
@@ -58,8 +63,12 @@ SCHEMA = "vlm-conformance-jobs/1"
 # Dynamo backends whose compile columns the published matrix carries next to the run's own (eager): the backend
 # users compile with. A backend is a run option, not a registered check, so this is the one hand-kept list.
 BACKENDS = ("inductor",)
-# Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model.
-GROUP_ARGS = {"executorch": ("--cell-timeout", "900")}
+# The half precisions the published matrix carries next to float32 (issue 52): what users compile and export in.
+HALF_DTYPES = ("bfloat16", "float16")
+MAIN_DTYPE = "float32"
+# Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model,
+# AOTInductor's C++ build a minute or more.
+GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900")}
 TARGET = "conformance/test_matrix.py"  # the cells only: the meta tests are CI's, not the matrix's
 OUT_DIR = "reports/latest/jobs"
 DEFAULT_BUDGET = 3600.0  # seconds a job may take: a GitHub runner's job runs for up to 6 hours
@@ -79,10 +88,18 @@ class Group:
     extra: str = ""  # the pip extra its checks need
     opt_in: str = ""
     args: tuple[str, ...] = ()
+    dtype: str = MAIN_DTYPE
 
     def pytest_args(self) -> list[str]:
         backend = ["--backend", self.backend] if self.backend != "eager" else []
-        return ["--checks", ",".join(self.checks), *backend, *self.args]
+        dtype = ["--dtype", self.dtype] if self.dtype != MAIN_DTYPE else []
+        return ["--checks", ",".join(self.checks), *backend, *dtype, *self.args]
+
+    @property
+    def main_columns(self) -> bool:
+        """Whether the group runs the matrix's own columns (eager, float32): those a group left out names as not
+        run; another backend's or dtype's columns are named only where they ran."""
+        return self.backend == "eager" and self.dtype == MAIN_DTYPE
 
 
 def column_groups(checks: list[str] | None = None) -> list[Group]:
@@ -94,10 +111,14 @@ def column_groups(checks: list[str] | None = None) -> list[Group]:
     found = [Group("plain", plain)]
     found += [Group(b, tuple(c.id for c in specs if c.id in plain and c.backend_columns), backend=b) for b in BACKENDS]
     for name in dict.fromkeys(c.opt_in for c in specs if c.opt_in and not c.extra):
-        found.append(Group(name, tuple(c.id for c in specs if c.opt_in == name and not c.extra), opt_in=name))
+        found.append(Group(name, tuple(c.id for c in specs if c.opt_in == name and not c.extra), opt_in=name,
+                           args=GROUP_ARGS.get(name, ())))
     for extra in dict.fromkeys(c.extra for c in specs if c.extra):
         found.append(Group(extra, tuple(c.id for c in specs if c.extra == extra), extra=extra,
                            args=GROUP_ARGS.get(extra, ())))
+    half = [g for g in found if g.name == "plain" or g.backend != "eager"]
+    found += [Group(columns.dtype_column(g.name, d), g.checks, backend=g.backend, dtype=d)
+              for d in HALF_DTYPES for g in half]
     names = [g.name for g in found]
     if len(set(names)) != len(names):
         raise JobsError(f"column groups: two groups share a name in {names}; rename an opt-in group or an extra")
@@ -106,8 +127,8 @@ def column_groups(checks: list[str] | None = None) -> list[Group]:
         unknown = [c for c in checks if c not in known]
         if unknown:
             raise JobsError(f"--checks: unknown check id {unknown[0]!r}; known: {', '.join(c.id for c in specs)}")
-        found = [Group(g.name, tuple(c for c in g.checks if c in checks), g.backend, g.extra, g.opt_in, g.args)
-                 for g in found]
+        found = [Group(g.name, tuple(c for c in g.checks if c in checks), g.backend, g.extra, g.opt_in, g.args,
+                       g.dtype) for g in found]
     return [g for g in found if g.checks]
 
 
@@ -144,11 +165,11 @@ def choose_groups(groups: list[Group], names: list[str], extras: str) -> tuple[l
         elif group.extra and (extras == "installed" and installed(group) or wanted and group.extra not in wanted):
             why = installed(group) or f"not in this publishing run: --extras {group.extra}"
         if why:
-            if group.backend == "eager":  # another backend's columns are named only where they ran
+            if group.main_columns:  # another backend's (dtype's) columns are named only where they ran
                 not_run.update({c: why for c in group.checks})
             continue
         chosen.append(group)
-    ran = {c for g in chosen if g.backend == "eager" for c in g.checks}
+    ran = {c for g in chosen if g.main_columns for c in g.checks}
     not_run = {c: why for c, why in not_run.items() if c not in ran}
     return chosen, {c: not_run[c] for c in check_ids() if c in not_run}
 
@@ -185,9 +206,17 @@ def published_classes(version: versions.Version, root: Path, models: str) -> lis
     if not path.exists():
         raise JobsError(f"{path}: no published matrix of transformers {version.transformers} to take its classes "
                         f"from; plan it where it is installed (its venv's `conformance jobs list --env {version.env}`)")
-    names = sorted(report.load_envelope(path)["models"])
-    patterns = [p for p in models.split(",") if p.strip()]
-    return [n for n in names if not patterns or any(fnmatch.fnmatchcase(n, p.strip()) for p in patterns)]
+    from conformance.discover import matching
+
+    rows = report.load_envelope(path)["models"]
+    names = sorted(rows)
+    patterns = [p.strip() for p in models.split(",") if p.strip()]
+    if not patterns:
+        return names
+    # A name this version's matrix lacks selects nothing here (the class may be newer): no error, as before.
+    index, types = {n: n for n in names}, {n: row.get("model_type", "") for n, row in rows.items()}
+    chosen = set().union(*(matching(p, index, types) for p in patterns))
+    return [n for n in names if n in chosen]
 
 
 # --------------------------------------------------------------------------- the list
@@ -231,7 +260,8 @@ def _job(request: Request, version: versions.Version, group: Group, index: int, 
     constraints, extras = install_line(version, group, root)
     wall = shards.plan(classes, seconds, float("inf"), request.workers).wall_seconds
     return {"id": f"{version.env}-{name}", "env": version.env, "transformers": version.transformers,
-            "group": group.name, "checks": list(group.checks), "backend": group.backend, "extra": group.extra,
+            "group": group.name, "checks": list(group.checks), "backend": group.backend, "dtype": group.dtype,
+            "extra": group.extra,
             "shard": f"{index}/{total}", "classes": classes, "cell_seconds": shards.expected_seconds(classes, seconds),
             "wall_seconds": wall, "command": command, "out": out, "constraints": constraints, "extras": extras,
             "install": f"pip install -c constraints/{constraints} -e '.[{extras}]'"}
@@ -245,7 +275,7 @@ def plan(request: Request, root: Path, names_of=None) -> dict:
     chosen, not_run = choose_groups(column_groups(), list(request.groups), request.extras)
     if request.checks:
         kept = {g.name for g in column_groups(list(request.checks))}
-        left = {c for g in chosen if g.backend == "eager" for c in g.checks if c not in request.checks}
+        left = {c for g in chosen if g.main_columns for c in g.checks if c not in request.checks}
         chosen = [g for g in column_groups(list(request.checks)) if g.name in {c.name for c in chosen} & kept]
         why = f"not in this publishing run (--checks {','.join(request.checks)})"
         not_run = {c: not_run.get(c, why) for c in check_ids() if c in not_run or c in left}

@@ -11,7 +11,8 @@ Contract:
   exception it was raised from) is in AOTAutograd, inductor, or code inductor
   generated, or the exception is the wrapper dynamo raises around a
   backend's failure. A hint only: a check confirms it with `dynamo_alone`.
-* `backend_site(exc)` is the innermost such frame as ``module:qualname``;
+* `backend_site(exc)` is the innermost such frame as ``module:qualname`` (`backend_site_of(frames)` of frames
+  known apart from an exception);
   code inductor generated (hash-named files in its cache directory,
   wherever TORCHINDUCTOR_CACHE_DIR puts it) is ``<inductor generated
   code>:<function>``, stable across runs.
@@ -81,7 +82,12 @@ def raised_in_backend(exc: BaseException) -> bool:
 
 
 def backend_site(exc: BaseException) -> str:
-    frames = [f for f in _frames(exc) if _in_backend(f.filename)]
+    return backend_site_of(_frames(exc))
+
+
+def backend_site_of(frames) -> str:
+    """`backend_site` of frames known apart from an exception (a printed traceback's, every exception's)."""
+    frames = [f for f in frames if _in_backend(f.filename)]
     if not frames:
         return ""
     frame = frames[-1]

@@ -2,12 +2,9 @@
 
 Contracts:
 
-* `BACKENDS` names each backend's exporter and config class in
-  ``transformers.exporters``, the packages it requires beyond the suite's own
-  and the extra (or opt-in group) that brings it in: ``dynamo`` (torch.export,
-  opt-in group ``exporters``), ``onnx`` (ONNX Runtime, extra ``[onnx]``),
-  ``executorch`` (XNNPACK, extra ``[executorch]``), ``openvino`` (OpenVINO CPU,
-  extra ``[openvino]``).
+* `BACKENDS` (declared in `exporter_table`, with the table of columns) names
+  each backend's exporter, config and runner class in ``transformers.exporters``,
+  the packages it requires and the extra (or opt-in group) that brings it in.
 * `require_exporters()` raises `NotApplicable` ("no transformers.exporters in
   transformers <version>") where the installed transformers has no such
   package (4.57), never a failure.
@@ -54,13 +51,13 @@ import importlib.util
 import inspect
 import re
 import time
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
 from conformance.checks.common.compare import Closeness, assert_close, judge_close, logits_of
 from conformance.checks.common.export import split_inputs
+from conformance.checks.common.exporter_table import BACKENDS
 from conformance.checks.common.generation import single_prompt
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import declared_tolerance
@@ -73,34 +70,6 @@ NEW_TOKENS = 4
 DECOMPOSITION_SITE = "transformers.exporters.utils:decompose_for_generation"
 REASON_LIMIT = 240
 OUTPUT_FLAGS = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
-
-
-@dataclass(frozen=True)
-class Backend:
-    name: str
-    exporter: str  # class name in transformers.exporters
-    config: str
-    requires: tuple[str, ...] = ()
-    extra: str = ""
-    opt_in: str = ""
-    # What `ExportedModel.to(device, **runner_options)` passes the backend's runner (`runner_options`).
-    runner_options: tuple[tuple[str, Any], ...] = ()
-
-
-# OpenVINO's CPU plugin compiles a float32 model in bf16 where the CPU has it (AVX512-BF16, AMX): a performance
-# default of the machine, not of the model. The columns ask for the export's own precision, as a user who needs
-# float32 results does (`to(config=...)`, transformers' documented runner option), so a verdict says whether the
-# conversion computes the model, the same on every CPU; the machine's default is recorded (`default_precision`).
-OPENVINO_FULL_PRECISION = {"INFERENCE_PRECISION_HINT": "f32"}
-
-BACKENDS = {
-    "dynamo": Backend("dynamo", "DynamoExporter", "DynamoConfig", opt_in="exporters"),
-    "onnx": Backend("onnx", "OnnxExporter", "OnnxConfig", ("onnx", "onnxscript", "onnxruntime"), "onnx"),
-    "executorch": Backend("executorch", "ExecutorchExporter", "ExecutorchConfig", ("executorch", "torchao"),
-                          "executorch"),
-    "openvino": Backend("openvino", "OpenVINOExporter", "OpenVINOConfig", ("openvino",), "openvino",
-                        runner_options=(("config", OPENVINO_FULL_PRECISION),)),
-}
 
 
 def runner_options(backend: str) -> dict[str, Any]:
@@ -119,19 +88,17 @@ def load_runners(exported, device, backend: str, metrics: dict) -> dict:
     return runners
 
 
-def registration(backend: str) -> dict:
-    """The `@check` keywords of a backend's columns: its packages and extra, or its opt-in group."""
-    spec = BACKENDS[backend]
-    if spec.requires:
-        return {"requires": spec.requires, "extra": spec.extra}
-    return {"opt_in": spec.opt_in}
+def installed(module: str) -> bool:
+    """Whether the dotted `module` can be imported here, found without importing it (its parents are imported;
+    a missing parent is False)."""
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:
+        return False
 
 
 def has_exporters() -> bool:
-    try:
-        return importlib.util.find_spec("transformers.exporters") is not None
-    except ModuleNotFoundError:
-        return False
+    return installed("transformers.exporters")
 
 
 def require_exporters() -> None:

@@ -350,6 +350,12 @@ class Prompt:
     text: dict[str, Any]
 
 
+def _allocated(view: torch.Tensor) -> torch.Tensor:
+    """A copy of `view` with the strides of a freshly allocated tensor, as a runner allocates each new token and its
+    embedding: a compiled program (AOTInductor) checks its inputs' strides, even those of a dimension of size 1."""
+    return view.clone(memory_format=torch.contiguous_format)
+
+
 class ExportedGeneration:
     """The exported parts of one model, and greedy decoding from them for any prompt that fits the cache."""
 
@@ -406,13 +412,13 @@ class ExportedGeneration:
         if self.vision_model is not None:
             yield "vision", dict(self.traced.media)
         yield "embed_prefill", {"input_ids": ids}
-        yield "embed_step", {"input_ids": ids[:, -1:]}
+        yield "embed_step", {"input_ids": _allocated(ids[:, -1:])}
         with torch.no_grad():
             embeds = embedding(ids)
         yield "prefill", {"inputs_embeds": embeds, **self.traced.text}
         with torch.no_grad():
             _, *state = DecoderPart(self.owner, self.max_len)(embeds, **self.traced.text)
-        yield "step", {"inputs_embeds": embeds[:, -1:], "cache_tensors": state}
+        yield "step", {"inputs_embeds": _allocated(embeds[:, -1:]), "cache_tensors": state}
 
     def modules(self) -> dict[str, torch.nn.Module]:
         embedding = EmbedPart(self.owner.get_input_embeddings())

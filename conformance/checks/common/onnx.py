@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import importlib.util
 import os
 import re
 from typing import Any
@@ -41,6 +40,7 @@ import torch
 
 from conformance.checks.common import export as _export
 from conformance.checks.common.compare import logits_of
+from conformance.checks.common.exporters import installed
 from conformance.checks.common.generation import NamedInputs
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.reasons import exception_chain, innermost, package_path
@@ -53,10 +53,7 @@ EXPORTER_ENV = "CONFORMANCE_ONNX_EXPORTER"
 
 
 def has_transformers_exporter() -> bool:
-    try:
-        return importlib.util.find_spec("transformers.exporters.exporter_onnx") is not None
-    except ModuleNotFoundError:
-        return False
+    return installed("transformers.exporters.exporter_onnx")
 
 
 def exporter_name() -> str:

@@ -6,6 +6,10 @@ in `conformance/checks/common/`). It registers its function once::
     @check("compile_prefill", column=20, observes=("_can_compile_fullgraph",))
     def check_compile_prefill(case) -> dict: ...
 
+A module may register a family of checks declared as a table, one function
+per row (`exporter_columns`: ``check(row.id, column=row.number, ...)(fn)``,
+the contract in each function's docstring).
+
 Contract:
 
 * `check(id, column, observes)` registers a function under a stable id
@@ -31,7 +35,8 @@ Contract:
 * `declared_tolerance(case)` is the `Tolerance` the running check judges
   with, the one place a check asks for it: `tolerances.tolerance` at the
   case's dtype for the backend its `check(tolerance=...)` names, else the
-  case's backend. It answers while a check runs (`Check.run`, what
+  case's backend; `declared_tolerance(case, kind)` that of a comparison
+  with its own kind (`tolerances.KINDS`: ``cache_contents``). It answers while a check runs (`Check.run`, what
   `run_check` calls); anywhere else it raises RuntimeError (a helper used
   outside a check takes its tolerance as an argument).
 * `Check.missing()` is the required packages not installed here (no import:
@@ -54,8 +59,9 @@ Contract:
   of each check (column, observes, lists, compares, tolerance, requires, extra, opt_in), so that reports
   need no registry, and `description`, the one line that says what the check
   checks: the first line of the check function's docstring, else its
-  module's first line when that reads ``Check `<id>`: <description>`` (the
-  page shows it on the column; omitted when neither has one).
+  module's first line when that reads ``Check `<id>`: <description>`` (that
+  prefix dropped from either; the page shows it on the column; omitted when
+  neither has one).
 
 Registering is all a new check needs: the run generates its test
 (`conformance.run.cells`), the envelope and the matrix get its column.
@@ -146,13 +152,14 @@ def _running_as(check_id: str, fn: Callable[..., dict]) -> Callable[..., dict]:
     return run
 
 
-def declared_tolerance(case) -> tolerances.Tolerance:
+def declared_tolerance(case, kind: str = "") -> tolerances.Tolerance:
     """The tolerance the running check judges `case` with: its declared backend's (`check(tolerance=...)`), else
-    the case's, at the case's dtype. RuntimeError outside a running check."""
+    the case's, at the case's dtype; with `kind`, that kind of comparison's (`tolerances.KINDS`, e.g.
+    ``cache_contents``) at the case's dtype. RuntimeError outside a running check."""
     check_id = _running.get()
     if check_id is None:
         raise RuntimeError("declared_tolerance() asked outside a running check: pass the tolerance in instead")
-    return tolerances.tolerance(str(case.dtype), CHECKS[check_id].tolerance or case.backend)
+    return tolerances.tolerance(str(case.dtype), kind or CHECKS[check_id].tolerance or case.backend)
 
 
 def load_all() -> dict[str, Check]:
@@ -197,13 +204,15 @@ def opt_in_reason(check_id: str) -> str:
 
 
 def description(spec: Check) -> str:
-    """The one line that says what a check checks: its function's docstring's first line, else its module's
-    ``Check `<id>`: ...`` first line without that prefix; "" when neither says."""
+    """The one line that says what a check checks: its function's docstring's first line (without a leading
+    ``Check `<id>`:``), else its module's ``Check `<id>`: ...`` first line without that prefix; "" when neither
+    says."""
+    prefix = f"Check `{spec.id}`:"
     doc = inspect.getdoc(spec.run)
     if doc:
-        return doc.splitlines()[0].strip()
+        first = doc.splitlines()[0].strip()
+        return first[len(prefix):].strip() if first.startswith(prefix) else first
     lines = (getattr(sys.modules.get(spec.module), "__doc__", None) or "").strip().splitlines()
-    prefix = f"Check `{spec.id}`:"
     return lines[0][len(prefix):].strip() if lines and lines[0].startswith(prefix) else ""
 
 

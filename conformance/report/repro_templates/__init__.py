@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from conformance.checks.common import exporter_table
 from conformance.report.repro_templates import compile_checks, export_checks, exporter_checks
 from conformance.report.repro_templates.steps import Context, Steps
 
@@ -30,8 +31,7 @@ TEMPLATES: dict[str, Callable[[Context], Steps]] = {
     "export_generate": export_checks.export_generate,
     "export_onnx": export_checks.export_onnx,
     "onnx_generate": export_checks.onnx_generate,
-    **{f"exporter_{b}_forward": exporter_checks.exporter_forward for b in exporter_checks.BACKENDS},
-    **{f"exporter_{b}_generate": exporter_checks.exporter_generate for b in exporter_checks.BACKENDS},
+    **{row.id: exporter_checks.TEMPLATES[row.part] for row in exporter_table.COLUMNS},
 }
 
 

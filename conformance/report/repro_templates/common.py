@@ -2,7 +2,8 @@
 
 Contracts:
 
-* `atol(backend)` / `rtol()` are the suite's float32 tolerances (`conformance.tolerances`).
+* `tolerance_constants(ctx, backend)` is the script's ``ATOL`` and ``RTOL``: the suite's tolerance table's row for the
+  run's dtype and `backend` (`conformance.tolerances`).
 * `module_path(model, module)` is ``.a.b`` of a sub-module (``model.a.b`` in the script), "" for the model
   itself; `NoTemplate` when `module` is not one of the model's.
 """
@@ -12,15 +13,13 @@ from __future__ import annotations
 import torch
 
 from conformance import tolerances
-from conformance.report.repro_templates.steps import NoTemplate
+from conformance.report.repro_templates.steps import Context, NoTemplate
 
 
-def atol(backend: str) -> float:
-    return tolerances.tolerance("float32", backend).atol
-
-
-def rtol() -> float:
-    return tolerances.tolerance("float32", "eager").rtol
+def tolerance_constants(ctx: Context, backend: str) -> dict[str, str]:
+    """The script's ``ATOL`` and ``RTOL`` constants: the table's row for the run's dtype and `backend`."""
+    tol = tolerances.tolerance(ctx.dtype, backend)
+    return {"ATOL": repr(tol.atol), "RTOL": repr(tol.rtol)}
 
 
 def module_path(model: torch.nn.Module, module: torch.nn.Module) -> str:

@@ -4,7 +4,7 @@ compile_decode, static_cache, legacy_cache (`conformance.report.repro_templates.
 Each writes the check's own steps (its docstring in `conformance/checks/`) from the first call on the
 model to the call that raises or the comparison that fails, with the check's inputs as literals and the
 values the check derives from the model (which sub-module decodes, the cache argument's name, the prompt
-length) written in as constants; the kinds of what it raises follow the check (`failing_as`).
+length) written in as constants; the kinds of what it raises follow the check (an exception propagates, a failed comparison is an AssertionError with the check's words).
 """
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ import inspect
 
 import torch
 
-from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.common import module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 
-COMPILE_AS = 'failing_as("exception", unsupported="graph_break", backend=BACKEND)'
 
 
 def build(ctx: Context) -> Steps:
@@ -28,17 +27,25 @@ def build(ctx: Context) -> Steps:
                   "with torch.no_grad():",
                   "    logits = logits_of(model(**sample_inputs()))  # the eager prefill over the sample",
                   "if not torch.isfinite(logits).all():",
-                  '    raise Finding("contract", "eager prefill logits are not finite")'],
+                  '    raise AssertionError("eager prefill logits are not finite")'],
                  parts=("logits_of",))
 
 
+COMPARED = ("numerical_mismatch", "contract", "call_order", "recompile")  # kinds decided after the call returns
+
+
 def compile_prefill(ctx: Context) -> Steps:
-    constants = {"BACKEND": repr(ctx.backend), "ATOL": repr(atol(ctx.backend)), "RTOL": repr(rtol())}
+    constants = {"BACKEND": repr(ctx.backend), **tolerance_constants(ctx, ctx.backend)}
     body = ["inputs = sample_inputs()"]
     if ctx.kind == "backend":
         body += ["with torch.no_grad():  # dynamo alone (backend eager) traces the same call fullgraph",
                  '    torch.compile(tiny_model(), fullgraph=True, backend="eager")(**inputs)',
                  "torch._dynamo.reset()"]
+    if ctx.kind not in COMPARED:  # the compiled call raises: the comparison after it is left out
+        return Steps(body + ["compiled = torch.compile(tiny_model(), fullgraph=True, backend=BACKEND)",
+                             "with torch.no_grad():",
+                             "    compiled(**inputs)  # compiled before any eager call on this instance"],
+                     constants={"BACKEND": repr(ctx.backend)})
     body += ["model = tiny_model()",
              "compiled = torch.compile(model, fullgraph=True, backend=BACKEND)",
              "reference = tiny_model()  # a second instance, same weights",
@@ -47,11 +54,11 @@ def compile_prefill(ctx: Context) -> Steps:
     if ctx.kind == "call_order":
         body += _call_order(ctx.fingerprint.get("cold") == "fail")
     else:
-        body += [f"with {COMPILE_AS}, torch.no_grad():",
+        body += ["with torch.no_grad():",
                  "    actual = logits_of(compiled(**inputs))  # compiled before any eager call on this instance",
                  "within, beyond = close(actual, expected, ATOL, RTOL)",
                  "if not within:",
-                 '    raise Finding("numerical_mismatch", f"compiled logits differ from eager by {beyond}")']
+                 '    raise AssertionError(f"compiled logits differ from eager by {beyond}")']
     return Steps(body, parts=("logits_of", "close"), constants=constants)
 
 
@@ -59,7 +66,7 @@ def _call_order(cold_fails: bool) -> list[str]:
     attempt = ["def attempt(module):",
                '    """The exception a compiled call raises, None when it runs."""',
                "    try:",
-               f"        with {COMPILE_AS}, torch.no_grad():",
+               f"        with torch.no_grad():",
                "            module(**inputs)",
                "    except Exception as exc:",
                "        return exc",
@@ -77,12 +84,9 @@ def _call_order(cold_fails: bool) -> list[str]:
                  "    model(**inputs)  # an eager call on the compiled instance",
                  "warm = attempt(compiled)  # the same compiled module again"]
     return attempt + steps + [
-        "if (cold is None) != (warm is None):",
-        '    raise Finding("call_order", "call order changes the verdict: compiled before any eager call: "',
-        '                  f"{cold or \'pass\'}; compiled after an eager call: {warm or \'pass\'}",',
-        "                  cause=cold or warm)",
-        "if cold is not None:",
-        "    raise cold"]
+        "print(f\"compiled before any eager call: {cold or 'pass'}; after an eager call: {warm or 'pass'}\")",
+        "if (cold is None) != (warm is None):  # the call order changes the verdict: the failing one, as raised",
+        "    raise cold or warm"]
 
 
 def compile_dynamic(ctx: Context) -> Steps:
@@ -102,7 +106,7 @@ def compile_dynamic(ctx: Context) -> Steps:
                   "            torch._dynamo.mark_dynamic(value, dim)",
                   "model = tiny_model()",
                   "compiled = torch.compile(model, fullgraph=True, backend=BACKEND)",
-                  f"with {COMPILE_AS}, torch.no_grad():",
+                  f"with torch.no_grad():",
                   "    compiled(**inputs)  # before any eager call, the prompt length dynamic"], constants=constants)
 
 
@@ -141,7 +145,7 @@ def compile_decode(ctx: Context) -> Steps:
                          "is not written standalone")
     facts = _decode_facts(ctx)
     new = 5
-    constants = {"BACKEND": repr(ctx.backend), "ATOL": repr(atol(ctx.backend)), "RTOL": repr(rtol()),
+    constants = {"BACKEND": repr(ctx.backend), **tolerance_constants(ctx, ctx.backend),
                  "NEW_TOKENS": repr(facts.get("new", new))}
     body = ["inputs = sample_inputs()",
             "eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)"]
@@ -156,13 +160,23 @@ def compile_decode(ctx: Context) -> Steps:
         body += ["model = tiny_model()",
                  f"cache = static_cache(model{facts['path']}.config.get_text_config(decoder=True), "
                  f"{facts['length']} + NEW_TOKENS, {facts['batch']})  # what generate makes for a static cache"]
+    if ctx.kind not in COMPARED:  # compiled generate raises (its prefill or first step): no eager run to follow
+        body = ["inputs = sample_inputs()", *body[2:],
+                "config = CompileConfig(fullgraph=True, backend=BACKEND, mode=None)",
+                "config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise",
+                "with torch.no_grad():",
+                "    model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,",
+                f"                   disable_compile=False, {cache}, compile_config=config)"]
+        return Steps(body, parts=() if facts["encoder_decoder"] else ("static_cache",),
+                     imports=("from transformers.generation.configuration_utils import CompileConfig",),
+                     constants={"BACKEND": repr(ctx.backend), "NEW_TOKENS": constants["NEW_TOKENS"]},
+                     inputs=facts["inputs"])
     forced = "[ForceTokens(eager.sequences[:, -NEW_TOKENS:])]" if facts["forced"] else "[]"
     body += ["config = CompileConfig(fullgraph=True, backend=BACKEND, mode=None)",
              "config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise",
              "torch._dynamo.reset()",
              "counters.clear()",
-             f"with ({COMPILE_AS}, torch.no_grad(),",
-             "      torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1)):  # count every recompile",
+             "with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):  # count each recompile",
              "    compiled = model.generate(",
              "        **inputs, do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,",
              f"        disable_compile=False, {cache}, compile_config=config, output_logits=True,",
@@ -170,20 +184,19 @@ def compile_decode(ctx: Context) -> Steps:
              f"        logits_processor=LogitsProcessorList({forced}))  # forced onto the eager tokens",
              'breaks = list(counters["graph_break"])',
              "if breaks:",
-             '    raise Finding("graph_break", f"the compiled decode step has {len(breaks)} graph break(s), first: "',
+             '    raise AssertionError(f"the compiled decode step has {len(breaks)} graph break(s), first: "',
              "                                 f\"{breaks[0]}\")",
              'if not counters["stats"]["unique_graphs"]:',
-             '    raise Finding("contract", "generate did not compile the decode step (its cache is not a "',
+             '    raise AssertionError("generate did not compile the decode step (its cache is not a "',
              '                  "compileable static cache, or the model\'s generate bypasses compilation)")',
              "failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]",
              "if failed:",
-             '    raise Finding("recompile", "decode step recompiled after the first step; failed guard: "',
-             "                  + failed[0].splitlines()[0], guard=failed[0])",
+             '    raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])',
              "for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):",
              "    within, beyond = close(actual, expected, ATOL, RTOL)",
              "    if not within:",
              '        what = "prefill" if step == 0 else f"decode step {step}"',
-             '        raise Finding("contract", f"{what}: compiled static-cache logits differ from eager "',
+             '        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "',
              '                                  f"dynamic-cache decoding by {beyond}")']
     imports = ("from torch._dynamo.utils import counters, guard_failures",
                "from transformers import LogitsProcessorList",
@@ -212,11 +225,11 @@ def static_cache(ctx: Context) -> Steps:
             "        continue",
             "    note = witness(inputs)" if witness else "    note = ''",
             "    if step < first:",
-            '        raise Finding("contract", f"static cache scores differ from the dynamic cache\'s at new token "',
+            '        raise AssertionError(f"static cache scores differ from the dynamic cache\'s at new token "',
             '                                  f"{step} by {beyond} while the tokens agree{note}")',
             "    new_static, new_dynamic = static.sequences[:, -NEW_TOKENS:], dynamic.sequences[:, -NEW_TOKENS:]",
             "    rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()",
-            '    raise Finding("contract", f"static cache diverges from the dynamic cache at new token {first} (rows "',
+            '    raise AssertionError(f"static cache diverges from the dynamic cache at new token {first} (rows "',
             '                              f"{rows}: static {new_static[rows, first].tolist()} vs dynamic "',
             '                              f"{new_dynamic[rows, first].tolist()}); scores there differ by "',
             '                              f"{beyond}{note}")']
@@ -242,7 +255,7 @@ def static_cache(ctx: Context) -> Steps:
                     '        return ""',
                     '    return f" (float64 witness: {divergence(static, dynamic)[1]:.3g})"',
                     ""]
-    constants = {"NEW_TOKENS": "10", "ATOL": repr(atol("eager")), "RTOL": repr(rtol())}
+    constants = {"NEW_TOKENS": "10", **tolerance_constants(ctx, "eager")}
     return Steps(helpers + body, parts=("greedy", "close", "scores_diff"), constants=constants, inputs=inputs,
                  notes=["left out: the comparison of the cache contents layer by layer (static_cache's last step)"])
 
@@ -289,9 +302,9 @@ def legacy_cache(ctx: Context) -> Steps:
     facts = _legacy_facts(ctx)
     mode = facts["mode"]
     helpers = ["def decode(owner, prefill, output, cache):",
-               '    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs"',
+               '    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs',
                '    generate passes (its own prepare_inputs_for_generation where the model has one)."""',
-               "    ids, state, logits = prefill[IDS], None, []",
+               "    ids, state, logits = prefill[IDS], None, []" if mode == "generation" else "    logits = []",
                "    for step in range(DECODE_STEPS):",
                "        token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]",
                *["    " + line for line in LEGACY_STEP[mode]],
@@ -319,9 +332,9 @@ def legacy_cache(ctx: Context) -> Steps:
             "    if not within:",
             '        what = f"decode step {step + 1} from {type(converted).__name__}"',
             '        what += ".from_legacy_cache" if hasattr(type(converted), "from_legacy_cache") else "(tuples)"',
-            '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
+            '        raise AssertionError(f"{what}: logits differ from eager by {beyond}")']
     constants = {"IDS": repr(facts["ids"]), "CACHE": repr(facts["kwarg"]), "DECODE_STEPS": "2",
-                 "EXTRA": repr(facts["extra"]), "ATOL": repr(atol("eager")), "RTOL": repr(rtol())}
+                 "EXTRA": repr(facts["extra"]), **tolerance_constants(ctx, "eager")}
     return Steps(helpers + body, parts=("logits_of", "close", "cache_of", "to_legacy", "from_legacy"),
                  constants=constants, inputs=facts["inputs"],
                  notes=["left out: what a raw legacy tuple passed to forward does (legacy_cache's last step)"])

@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from conformance.report.repro_templates.common import atol, module_path, rtol
+from conformance.report.repro_templates.common import module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
@@ -39,7 +39,7 @@ def _forward_inputs(ctx: Context, inputs: dict | None = None) -> tuple[dict, dic
 
 
 def _compare_loaded() -> list[str]:
-    return ["with torch.no_grad(), failing_as(\"export_error\"):",
+    return ["with torch.no_grad():",
             "    module = loaded.module()",
             "    first, second = logits_of(module(**inputs)).clone(), logits_of(module(**inputs)).clone()",
             "with torch.no_grad():",
@@ -47,20 +47,27 @@ def _compare_loaded() -> list[str]:
             'for what, actual in (("loaded program (first call)", first), ("loaded program (second call)", second)):',
             "    within, beyond = close(actual, expected, ATOL, RTOL)",
             "    if not within:",
-            '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)',
+            '        raise AssertionError(f"{what}: logits differ from eager by {beyond}")',
             "within, beyond = close(second, first, ATOL, RTOL)",
             "if not within:",
-            '    raise Finding("contract", f"the loaded program\'s second call differs from its first by {beyond}")']
+            '    raise AssertionError(f"the loaded program\'s second call differs from its first by {beyond}")']
 
 
 def export_forward(ctx: Context) -> Steps:
     tensors, constants = _forward_inputs(ctx)
     strict = ctx.check == "export_forward_strict"
+    constants = {"CONSTANTS": _constants(constants)}
+    if ctx.cell.reason.startswith("torch.export.export(") and ctx.kind not in ("numerical_mismatch", "contract"):
+        return Steps(["inputs = sample_inputs()",  # the export raises: its save, load and comparison left out
+                      "with torch.no_grad():",
+                      f"    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict={strict})"],
+                     inputs=tensors, constants=constants,
+                     notes=["the model exported as is (the suite wraps it to return the logits)"])
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
             f"loaded = export_and_reload(LogitsModule(model, CONSTANTS), inputs, strict={strict})"]
     return Steps(body + _compare_loaded(), parts=("export_and_reload", "close", "logits_of"), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+                 constants={**constants, **tolerance_constants(ctx, "export")})
 
 
 def export_dynamic(ctx: Context) -> Steps:
@@ -76,7 +83,7 @@ def export_dynamic(ctx: Context) -> Steps:
     body = ["inputs = sample_inputs()",
             "shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}",
             "module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)",
-            'with torch.no_grad(), failing_as("export_error"):',
+            'with torch.no_grad():',
             "    torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)"]
     return Steps(body, parts=("NamedLogitsModule",), imports=("from torch.export import Dim",), inputs=tensors,
                  constants={"CONSTANTS": _constants(constants), "DYNAMIC": repr(marked)},
@@ -112,12 +119,12 @@ def export_static_cache(ctx: Context) -> Steps:
             "MAX_LEN, HEADS, HEAD_DIM)",
             "",
             f"prefill = dict(inputs, cache_position=torch.arange({length}), attention_mask=slot_mask(mask2d, MAX_LEN))",
-            'with torch.no_grad(), failing_as("export_error"):',
+            'with torch.no_grad():',
             "    torch.export.export(wrapper(), (), kwargs=prefill, strict=True)  # the prefill program"]
     if decode:
         body += [f'step = dict(input_ids=inputs["input_ids"][:, -1:], cache_position=torch.tensor([{length}]),',
                  "            attention_mask=slot_mask(mask2d, MAX_LEN))",
-                 'with torch.no_grad(), failing_as("export_error"):',
+                 'with torch.no_grad():',
                  "    torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program"]
     tensors = dict(tensors, **({"attention_mask": mask} if mask is not None else {}))
     return Steps(body, parts=("StaticCacheModule", "slot_mask"), inputs=tensors,
@@ -165,9 +172,19 @@ def _stage(ctx: Context, pattern: str) -> str:
     return found.group(1) if found else ""
 
 
+def _vision_first(facts: dict) -> list[str]:
+    """The lines up to the vision part, the first one exported: when its export fails, nothing after it runs."""
+    return ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
+            "model = tiny_model()",
+            f"media = {{k: inputs[k] for k in {facts['media']!r}}}"]
+
+
 def export_generate(ctx: Context) -> Steps:
     facts = _generation_facts(ctx)
     stage = _stage(ctx, r"export of part '?(\w+)")
+    if stage == "vision" and facts["vision"] is not None:
+        body = _vision_first(facts) + [f"export_part(VisionPart(model{facts['vision']}), kwargs=media)"]
+        return _steps(ctx, body, facts, ("export_part", "VisionPart"))
     body = _split(facts) + ["programs = {}"]
     exports = [("vision", f"VisionPart(model{facts['vision']}), kwargs=media"),
                ("embed_prefill", "embedding, (ids,)"), ("embed_step", "embedding, (ids[:, -1:],)"),
@@ -181,7 +198,7 @@ def export_generate(ctx: Context) -> Steps:
             body += ["with torch.no_grad():", "    _, *state = decoder(embeds, **text)"]
         body.append(f"programs[{name!r}] = export_part({call})")
         if name == stage:
-            return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart"))
+            return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart"))
     body += ["",
              "def run(name, *args, **kwargs):",
              "    return programs[name].module()(*args, **kwargs)",
@@ -194,19 +211,19 @@ def export_generate(ctx: Context) -> Steps:
              "    plain = logits_of(reference(**inputs))[:, -1, :]",
              "if not torch.equal(exported, expected):",
              "    step = int((exported != expected).int().argmax())",
-             '    raise Finding("contract", f"tokens from the exported programs differ from eager generate at new "',
+             '    raise AssertionError(f"tokens from the exported programs differ from eager generate at new "',
              '                              f"token {step}: {exported[0].tolist()} vs {expected[0].tolist()}")',
              "for step, (actual, wanted) in enumerate(zip(logits, eager_logits)):",
              "    within, beyond = close(actual, wanted, ATOL, RTOL)",
              "    if not within:",
              '        what = "prefill" if step == 0 else f"decode step {step}"',
              '        what += " of the exported programs vs eager generate"',
-             '        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)',
+             '        raise AssertionError(f"{what}: logits differ from eager by {beyond}")',
              "within, beyond = close(logits[0], plain, ATOL, RTOL)",
              "if not within:",
-             '    raise Finding("contract", f"prefill of the exported programs vs a forward without cache: logits "',
+             '    raise AssertionError(f"prefill of the exported programs vs a forward without cache: logits "',
              '                              f"differ by {beyond}")']
-    return _steps(body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
+    return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
                                 "close", "logits_of"), new_tokens=8)
 
 
@@ -216,7 +233,7 @@ def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
             else f'logits = {run}("step", {run}("embed_step", tokens[-1]), list(state))')
     merge = ([f'    features = {run}("vision", **media).to(embeds.dtype)',
               "    if features.numel() != int(placeholders.sum()) * embeds.shape[-1]:",
-              '        raise Finding("contract", f"vision part gives {tuple(features.shape)} features for "',
+              '        raise AssertionError(f"vision part gives {tuple(features.shape)} features for "',
               '                                  f"{int(placeholders.sum())} placeholders")',
               "    embeds = embeds.masked_scatter(placeholders.unsqueeze(-1), features)"]
              if facts["vision"] is not None else [])
@@ -232,9 +249,9 @@ def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
             "logits = logits_list"]
 
 
-def _steps(body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
+def _steps(ctx: Context, body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
     constants = {"MAX_LEN": repr(facts["max_len"]), "NEW_TOKENS": repr(new_tokens),
-                 "ATOL": repr(atol("export")), "RTOL": repr(rtol()), **more}
+                 **tolerance_constants(ctx, "export"), **more}
     return Steps(body, parts=parts, constants=constants, inputs=facts["inputs"])
 
 
@@ -264,17 +281,24 @@ def export_onnx(ctx: Context) -> Steps:
             "    actual, expected = actual[mask.bool()], expected[mask.bool()]  # every non-padding position",
             "within, beyond = close(actual, expected, ATOL, RTOL)",
             "if not within:",
-            '    raise Finding("numerical_mismatch", f"ONNX Runtime logits: logits differ from eager by {beyond}",',
-            '                  what="ONNX Runtime logits")']
+            '    raise AssertionError(f"ONNX Runtime logits: logits differ from eager by {beyond}")']
     parts = ("onnx_export", "OrtProgram", "close", "logits_of") + (("LogitsModule",) if exporter == "torch" else ())
     return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
                  constants={"CONSTANTS": _constants(constants), "EXPORTER": repr(exporter),
-                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())})
+                            **tolerance_constants(ctx, "export")})
 
 
 def onnx_generate(ctx: Context) -> Steps:
     facts = _generation_facts(ctx)
     stage = _stage(ctx, r"(?:export|onnxruntime session) of part '(\w+)'")
+    if _stage(ctx, r"export of part '(\w+)'") == "vision" and facts["vision"] is not None:
+        body = _vision_first(facts) + [
+            "folder = tempfile.mkdtemp()",
+            f'onnx_export(VisionPart(model{facts["vision"]}), dict(media), os.path.join(folder, "model.onnx"), '
+            "EXPORTER)"]
+        steps = _steps(ctx, body, facts, ("onnx_export", "VisionPart"), EXPORTER=repr(_exporter()))
+        steps.imports = ("import os", "import tempfile")
+        return steps
     body = _split(facts) + ["folder = tempfile.mkdtemp()",
                             "sessions = {}",
                             "",
@@ -300,7 +324,7 @@ def onnx_generate(ctx: Context) -> Steps:
                      "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]
         body.append(f"onnx_part({name!r}, {call})")
         if name == stage:
-            steps = _steps(body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
+            steps = _steps(ctx, body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
             steps.imports = imports
             return steps
     body += ["POSITIONAL = {'embed_prefill': ('input_ids',), 'embed_step': ('input_ids',), "
@@ -338,12 +362,12 @@ def onnx_generate(ctx: Context) -> Steps:
              "for step, (actual, wanted) in enumerate(zip(onnx_logits, expected_logits)):",
              "    within, beyond = close(actual, wanted, ATOL, RTOL)",
              "    if not within:",
-             '        raise Finding("contract", f"step {step}: ONNX Runtime logits differ from eager generate by "',
+             '        raise AssertionError(f"step {step}: ONNX Runtime logits differ from eager generate by "',
              '                                  f"{beyond} (ONNX vs the same parts run eagerly: {parts_diff:.3g}; "',
              '                                  f"eager parts vs eager generate: {decomposition:.3g})")',
              "    if not torch.equal(onnx_tokens[:, step], expected_tokens[:, step]):",
-             '        raise Finding("contract", f"tokens from the ONNX parts differ from eager generate at new token "',
+             '        raise AssertionError(f"tokens from the ONNX parts differ from eager generate at new token "',
              '                                  f"{step}: {onnx_tokens[0].tolist()} vs {expected_tokens[0].tolist()}")']
-    steps = _steps(body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
+    steps = _steps(ctx, body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
     steps.imports = imports
     return steps

@@ -1,5 +1,6 @@
-"""Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns: transformers'
-own exporters (`conformance.report.repro_templates.steps` states what a template is).
+"""Reproducer templates of the `exporter_<backend>_forward` / `exporter_<backend>_generate` columns (the rows of
+`checks.common.exporter_table`): transformers' own exporters (`conformance.report.repro_templates.steps` states
+what a template is); `TEMPLATES` is the template of each row, by its part.
 
 The script calls what a person deploying the model calls: ``<Backend>Exporter().export(model, inputs,
 Config(dynamic=True))`` or ``export_for_generation(...)`` with the suite's static-cache generation config, then
@@ -13,22 +14,36 @@ from __future__ import annotations
 
 import inspect
 
-from conformance.report.repro_templates.common import atol, rtol
+from conformance.checks.common import exporter_table
+from conformance.report.repro_templates.common import tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
-BACKENDS = ("dynamo", "onnx", "executorch", "openvino")
 SECOND_REQUEST = ("on the longer", "on the shorter", "longer:", "shorter:")
 
 
 def _backend(ctx: Context) -> str:
-    return ctx.check.split("_")[1]
+    return exporter_table.column(ctx.check).backend
 
 
 def _second_request(ctx: Context) -> None:
     if any(marker in ctx.cell.reason for marker in SECOND_REQUEST):
         raise NoTemplate("the failure is on the check's second request (a prompt of another length), which the "
                          "script does not carry")
+
+
+EXPORTERS = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
+             "executorch": ("ExecutorchExporter", "ExecutorchConfig"), "openvino": ("OpenVINOExporter", "OpenVINOConfig")}
+
+
+def _exporter(backend: str) -> str:
+    """``Exporter(), Config`` of `backend` as call source (the caller adds the config's arguments)."""
+    exporter, config = EXPORTERS[backend]
+    return f"{exporter}(), {config}"
+
+
+def _exporter_import(backend: str) -> str:
+    return f"from transformers.exporters import {', '.join(EXPORTERS[backend])}"
 
 
 def _runner_options(backend: str) -> str:
@@ -50,12 +65,12 @@ def exporter_forward(ctx: Context) -> Steps:
         constants = {**constants, "use_cache": False}
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
-            f"exporter, config = exporter_of({backend!r}, dynamic=True)",
-            "exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)"]
+            f"exporter, config = {_exporter(backend)}(dynamic=True)",
+            "exported = exporter.export(model, dict(inputs, **CONSTANTS), config)"]
     if ".export(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runner = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners["model"])',
+        body += [f'runner = exported.to("cpu"{_runner_options(backend)}).runners["model"]',
                  "reference = tiny_model()",
-                 "actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
+                 "actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
                  "with torch.no_grad():",
                  "    expected = logits_of(reference(**inputs, **CONSTANTS))",
                  'mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))',
@@ -64,11 +79,10 @@ def exporter_forward(ctx: Context) -> Steps:
                  f'what = "{backend} runner logits on the sample"',
                  "within, beyond = close(actual, expected, ATOL, RTOL)",
                  "if not within:",
-                 '    raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)']
-    return Steps(body, parts=("exporter_of", "exporter_call", "runner_kwargs", "close",
-                              "logits_of"), inputs=tensors,
-                 constants={"CONSTANTS": _literal(constants), "ATOL": repr(atol("export")),
-                            "RTOL": repr(rtol())},
+                 '    raise AssertionError(f"{what}: logits differ from eager by {beyond}")']
+    return Steps(body, parts=("runner_kwargs", "close", "logits_of"), imports=(_exporter_import(backend),),
+                 inputs=tensors,
+                 constants={"CONSTANTS": _literal(constants), **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
                         "(the check also calls it on a prompt of another length)"])
 
@@ -84,35 +98,33 @@ def exporter_generate(ctx: Context) -> Steps:
     body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
             "config = tiny_model().generation_config",
             "config.update(**GENERATION)",
-            f"exporter, export_config = exporter_of({backend!r}, dynamic=True)",
-            "exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,",
-            "                         generation_config=config)"]
+            f"exporter, export_config = {_exporter(backend)}(dynamic=True)",
+            "exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,",
+            "                                           generation_config=config)"]
     if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runners = exporter_call(lambda: exported.to("cpu"{_runner_options(backend)}).runners)',
+        body += [f'runners = exported.to("cpu"{_runner_options(backend)}).runners',
                  "routed = RoutedGenerate(tiny_model(), runners)",
                  "actual = routed.generate(inputs, config)",
                  "if routed.eager_calls:",
                  "    left_out = sorted(routed.eager_calls)",
-                 '    raise Finding("contract", f"export_for_generation left {left_out} out of its components "',
-                 '                  f"({sorted(exported.components)}), and generate calls them",',
-                 '                  what=f"submodules called by generate but not exported: {left_out}",',
-                 f"                  where={exporters.DECOMPOSITION_SITE!r})",
+                 '    raise AssertionError(f"export_for_generation left {left_out} out of its components "',
+                 '                         f"({sorted(exported.components)}), and generate calls them (the "',
+                 f"                         {'components chosen by ' + exporters.DECOMPOSITION_SITE + ')'!r})",
                  "with torch.no_grad():",
                  "    expected = tiny_model().generate(**inputs, generation_config=config)",
                  "tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]",
                  "if not torch.equal(tokens, wanted):",
                  "    step = int((tokens != wanted).any(0).nonzero()[0])",
-                 '    raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "',
-                 '                  f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",',
-                 '                  what=f"tokens from the components differ at new token {step}")',
+                 '    raise AssertionError(f"tokens from the components differ at new token {step} from eager "',
+                 '                         f"generate: {tokens[0].tolist()} vs {wanted[0].tolist()}")',
                  "for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):",
                  "    within, beyond = close(a.float(), e.float(), ATOL, RTOL)",
                  "    if not within:",
-                 '        raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "',
-                 '                      f"eager generate by {beyond}", what="logits from the components differ")']
-    return Steps(body, parts=("exporter_of", "exporter_call", "RoutedGenerate", "close"), inputs=requests[0][1],
+                 '        raise AssertionError(f"step {step}: logits from the components differ from "',
+                 '                             f"eager generate by {beyond}")']
+    return Steps(body, imports=(_exporter_import(backend),), parts=("RoutedGenerate", "close"), inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
-                            "ATOL": repr(atol("export")), "RTOL": repr(rtol())},
+                            **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "
                         "static cache, greedy; one request (the check also generates for a prompt of another "
                         "length)"])
@@ -127,3 +139,6 @@ def _literal(value: dict) -> str:
         return literal(value)
     except ValueError as exc:
         raise NoTemplate(f"an input the check passes cannot be written: {exc}") from None
+
+
+TEMPLATES = {"forward": exporter_forward, "generate": exporter_generate}  # a row's part -> its template

@@ -5,8 +5,9 @@ Contracts:
 * A `Context` is one failing cell of a group and what the suite knows of
   it: the group, the cell (its fingerprint and reason), the recorded cell
   of the run file (its metrics), the `Case` of its class (None when the
-  tiny model cannot be built: then `sample` is None too) and the backend
-  the cell ran under (a column ``check@backend`` names its own).
+  tiny model cannot be built: then `sample` is None too), the backend
+  the cell ran under (a column ``check@backend`` names its own) and the
+  run's dtype (the script builds its model and inputs in it).
 * A template is ``template(ctx) -> Steps``: the body of the script's
   ``reproduce()`` (the check's steps up to the call that fails, or the
   comparison that does), the pieces of `conformance.report.repro_parts` it
@@ -36,6 +37,7 @@ class Context:
     case: Any  # conformance.cases.case.Case, or None when the tiny model cannot be built
     check: str
     backend: str
+    dtype: str  # the run's dtype name (float32, bfloat16, float16)
     sample: dict | None = None  # the case's prefill inputs (None without a case or a sample)
 
     @property

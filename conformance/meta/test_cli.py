@@ -216,11 +216,23 @@ def test_merge_shards(tmp_path, capsys):
 
 def test_merge_refuses_another_environment(tmp_path, capsys):
     a, b = _split(make_envelope())
-    b["environment"]["dtype"] = "bfloat16"
+    b["environment"]["device"] = "cuda"
     code, _, err = run(capsys, "merge", save(tmp_path / "a.json", a), save(tmp_path / "b.json", b),
                        "-o", tmp_path / "m.json")
-    assert_one_line_error(code, err, "environment differs", "'dtype'")
+    assert_one_line_error(code, err, "environment differs", "'device'")
     assert not (tmp_path / "m.json").exists()
+
+
+def test_merge_takes_another_dtype_as_its_own_columns(tmp_path, capsys):
+    """A run in another dtype is not another environment: its cells become `<check>~bf16` columns."""
+    a, b = _split(make_envelope())
+    b["environment"]["dtype"] = "bfloat16"
+    code, out, err = run(capsys, "merge", save(tmp_path / "a.json", a), save(tmp_path / "b.json", b),
+                         "-o", tmp_path / "m.json")
+    assert code == 0 and err == "", err
+    merged = report.load_envelope(tmp_path / "m.json")
+    assert merged["environment"]["dtype"] == "float32"
+    assert any(check.endswith("~bf16") for check in merged["checks"])
 
 
 def test_merge_parts_after_a_killed_run(tmp_path, capsys, monkeypatch):

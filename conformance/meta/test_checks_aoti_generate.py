@@ -33,6 +33,7 @@ def test_aoti_generate_is_an_opt_in_column_of_the_aoti_group():
     assert opt_in_reason("aoti_generate").endswith("(tox -e aoti)")
 
 
+@planted.NEEDS_TRANSFORMERS_5
 def test_a_model_whose_parts_aotinductor_serves_passes_token_by_token_in_a_torch_only_worker():
     outcome = run_check("aoti_generate", planted.case_for(planted.TinyLM))
     assert outcome.verdict == "pass", outcome.reason

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-import transformers
 
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all, unavailable
@@ -21,12 +20,7 @@ from conformance.meta import planted
 
 load_all()
 
-# The planted models are written against transformers 5's cache and generate API (lazily initialized StaticCache
-# layers, cache positions generate passes); on 4.x they do not model a 4.x model, so their verdicts say nothing.
-pytestmark = pytest.mark.skipif(
-    int(transformers.__version__.split(".")[0]) < 5,
-    reason=f"transformers {transformers.__version__}: the planted models need transformers 5's StaticCache and "
-           "generate API (planted.py); the checks' own 4.x paths are covered by the version matrix's CI classes")
+pytestmark = planted.NEEDS_TRANSFORMERS_5
 
 # (check, planted model, with media, substrings every one of which the reason must contain)
 PLANTED = [

@@ -75,12 +75,17 @@ def cmd_render(args) -> int:
     if args.html or args.summary:
         return 0
     text = render.render_markdown(envelopes[0])
-    if args.output:
-        write_files({Path(args.output): text})
-        print(f"wrote {args.output}")
+    _emit(text, args.output)
+    return 0
+
+
+def _emit(text: str, output: str | None, note: str = "") -> None:
+    """`text` into the file `output` (saying so, with `note`), else onto stdout."""
+    if output:
+        write_files({Path(output): text})
+        print(f"wrote {output}{note}")
     else:
         sys.stdout.write(text)
-    return 0
 
 
 def cmd_publish(args) -> int:
@@ -343,11 +348,7 @@ def cmd_flags(args) -> int:
         text = "".join(f"# {line}".rstrip() + "\n" for line in lines) + ("\n" + diff if diff else "")
     else:
         text = "\n".join(lines) + "\n"
-    if args.output:
-        write_files({Path(args.output): text})
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(text)
+    _emit(text, args.output)
     if args.check and disagree:
         print(f"conformance flags: {len(disagree)} declared flag(s) disagree with the observation", file=sys.stderr)
         return 1
@@ -400,11 +401,7 @@ def cmd_findings(args) -> int:
         except KeyError:
             raise CliError(f"findings: no group {args.group!r} in these runs; the table of "
                            "`conformance findings RUN.json` lists the ids") from None
-    if args.output:
-        write_files({Path(args.output): text})
-        print(f"wrote {args.output}: {len(groups)} group(s)")
-    else:
-        sys.stdout.write(text)
+    _emit(text, args.output, f": {len(groups)} group(s)")
     return 0
 
 
@@ -451,11 +448,7 @@ def _findings_issue(args, groups, envelopes) -> int:
         raise CliError(f"findings: no upstream group {args.issue!r} in these runs; `conformance findings "
                        "RUN.json` lists the ids")
     text = _issue_of(group, envelopes, folder, list(args.runs))
-    if args.output:
-        write_files({Path(args.output): text})
-        print(f"wrote {args.output}")
-    else:
-        sys.stdout.write(text)
+    _emit(text, args.output)
     return 0
 
 

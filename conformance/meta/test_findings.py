@@ -10,7 +10,7 @@ import pytest
 from conformance.meta.test_report import CHECK_INFO, ENV, cell
 from conformance.report import envelope as report
 from conformance.report import findings
-from conformance.tools import cli
+from conformance.tools import cli, upstream
 
 pytestmark = pytest.mark.meta
 
@@ -160,5 +160,5 @@ def test_cli_findings(tmp_path, capsys, monkeypatch):
 
 
 def test_expectation_links_of_the_runs_version(tmp_path):
-    links, note = cli._expectation_links([make_run()])  # the shipped 5.24 file: readable, a few links
+    links, note = upstream.expectation_links([make_run()])  # the shipped 5.24 file: readable, a few links
     assert note == "" and all(link.startswith("https://") for link in links.values())

@@ -6,10 +6,13 @@ Contracts:
   it and returns `USAGE_ERROR`, having written nothing.
 * `write_files(files)` writes the texts at once (`io.write_texts_atomic`); a path that cannot be written is a
   `CliError` naming it.
+* `CommandParser` is the one parser style of every `conformance` command (`cli`, its `jobs` and `bench`): argparse
+  whose bad option is a `CliError` (one line, ending with the `--help` to read), not argparse's usage and exit.
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 from conformance.report import io
@@ -19,6 +22,13 @@ USAGE_ERROR = 2
 
 class CliError(Exception):
     """A user-facing problem: printed as one line, exit status 2."""
+
+
+class CommandParser(argparse.ArgumentParser):
+    """argparse, a bad option raising `CliError` (its subcommands' parsers are of this class too)."""
+
+    def error(self, message):
+        raise CliError(f"{message} (see `{self.prog} --help`)")
 
 
 def write_files(files: dict[Path, str]) -> None:

@@ -143,7 +143,7 @@ def test_no_failure():
 def test_cli_findings(tmp_path, capsys, monkeypatch):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(make_run()))
-    monkeypatch.setattr(cli, "_expectation_links", lambda envelopes: ({}, ""))
+    monkeypatch.setattr(upstream, "expectation_links", lambda envelopes: ({}, ""))
     assert cli.main(["findings", str(run_json)]) == 0
     assert capsys.readouterr().out.startswith("# Findings")
     groups = findings.group_failures([make_run()])

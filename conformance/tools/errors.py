@@ -25,10 +25,23 @@ class CliError(Exception):
 
 
 class CommandParser(argparse.ArgumentParser):
-    """argparse, a bad option raising `CliError` (its subcommands' parsers are of this class too)."""
+    """argparse, a bad option raising `CliError` (its subcommands' parsers are of this class too); an option no
+    parser knows is named with the `--help` of the innermost subcommand given, not the top command's."""
 
     def error(self, message):
         raise CliError(f"{message} (see `{self.prog} --help`)")
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if not hasattr(namespace, "_innermost_parser"):  # a subcommand's parser returns before its parent's
+            namespace._innermost_parser = self
+        return namespace, extras
+
+    def parse_args(self, args=None, namespace=None):
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            namespace._innermost_parser.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
 
 
 def write_files(files: dict[Path, str]) -> None:

@@ -237,7 +237,7 @@ def _refuse_redealt(joblist: dict, jobs: list[dict], root: str) -> None:
             "would refuse their runs; plan the list again (`conformance jobs list ... -o LIST`) and run it")
 
 
-def cmd_list(joblist: dict, args) -> int:
+def list_command(joblist: dict, args) -> int:
     text = json.dumps(joblist, indent=1) + "\n"
     if args.github:
         print(json.dumps(joblists.github_matrix(joblist), separators=(",", ":")))
@@ -267,7 +267,7 @@ def _pace(jobs: list[dict], states: list, planned_left: float) -> str:
             "at that pace")
 
 
-def cmd_status(joblist: dict, args) -> int:
+def status_command(joblist: dict, args) -> int:
     from conformance.report import cell_code
     from conformance.tools import job_run
 
@@ -325,13 +325,13 @@ def run_command(args) -> int:
     from conformance.tools import job_publish
 
     if args.jobs_command == "gate":
-        return cmd_gate(args, args.pytest_args)
+        return gate_command(args, args.pytest_args)
     try:
         joblist = _joblist(args, args.pytest_args)
         if args.jobs_command == "list":
-            return cmd_list(joblist, args)
+            return list_command(joblist, args)
         if args.jobs_command == "status":
-            return cmd_status(joblist, args)
+            return status_command(joblist, args)
         if args.jobs_command == "run":
             return _run(joblist, args, args.only)
         if not args.no_run and _run(joblist, args):
@@ -383,7 +383,7 @@ def gate_request(args, pytest_args: list[str]):
                                 repo=str(repo or ""), base=base)
 
 
-def cmd_gate(args, pytest_args: list[str]) -> int:
+def gate_command(args, pytest_args: list[str]) -> int:
     from conformance.run.options import NOTHING_TO_CHECK
     from conformance.tools import job_gate
 

@@ -511,3 +511,31 @@ def test_plan_prints_the_selection_and_the_shards_that_fit(capsys, planned):
 def test_plan_bad_input_gives_one_line(capsys, planned, argv, message):
     code, _, err = run(capsys, "plan", *argv)
     assert_one_line_error(code, err, message)
+
+
+def _commands(parser) -> dict:
+    """name -> the subparser of each subcommand `parser` has."""
+    import argparse
+
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+
+
+def _help(capsys, *argv) -> str:
+    with pytest.raises(SystemExit) as done:
+        cli.main([*argv, "--help"])
+    assert done.value.code == 0, argv
+    return capsys.readouterr().out
+
+
+def test_the_help_lists_each_command_once_and_every_command_has_its_help(capsys):
+    commands = _commands(cli.build_parser())
+    listed = [line.split()[0] for line in _help(capsys).splitlines() if line.startswith("    ")
+              and not line.startswith("     ")]  # the command column of the COMMAND list
+    assert sorted(listed) == sorted(commands) and len(set(listed)) == len(listed)
+    for name in commands:
+        assert f"usage: conformance {name}" in _help(capsys, name)
+    jobs = _commands(commands["jobs"])
+    assert set(jobs) == {"list", "status", "run", "publish", "gate"}
+    for name in jobs:
+        assert f"usage: conformance jobs {name}" in _help(capsys, "jobs", name)
+    assert "usage: conformance bench --suite" in _help(capsys, "bench", "--suite")

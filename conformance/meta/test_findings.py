@@ -10,7 +10,7 @@ import pytest
 from conformance.meta.test_report import CHECK_INFO, ENV, cell
 from conformance.report import envelope as report
 from conformance.report import findings
-from conformance.tools import cli
+from conformance.tools import cli, upstream
 
 pytestmark = pytest.mark.meta
 
@@ -143,7 +143,7 @@ def test_no_failure():
 def test_cli_findings(tmp_path, capsys, monkeypatch):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(make_run()))
-    monkeypatch.setattr(cli, "_expectation_links", lambda envelopes: ({}, ""))
+    monkeypatch.setattr(upstream, "expectation_links", lambda envelopes: ({}, ""))
     assert cli.main(["findings", str(run_json)]) == 0
     assert capsys.readouterr().out.startswith("# Findings")
     groups = findings.group_failures([make_run()])
@@ -160,5 +160,5 @@ def test_cli_findings(tmp_path, capsys, monkeypatch):
 
 
 def test_expectation_links_of_the_runs_version(tmp_path):
-    links, note = cli._expectation_links([make_run()])  # the shipped 5.24 file: readable, a few links
+    links, note = upstream.expectation_links([make_run()])  # the shipped 5.24 file: readable, a few links
     assert note == "" and all(link.startswith("https://") for link in links.values())

@@ -24,8 +24,6 @@ from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
 from conformance.run import shards
 from conformance.tools import cli, job_publish, job_run
-from conformance.tools.errors import CliError
-from conformance.tools.jobs_cli import main as joblists_main
 from conformance.tools import jobs as joblists
 
 pytestmark = [pytest.mark.meta, pytest.mark.xdist_group("jobs")]  # one worker builds the shared runs once
@@ -460,7 +458,7 @@ def test_status_says_where_each_job_stands_and_runs_nothing(one_run, tmp_path, c
         (tmp_path / "jobs" / stray).write_text("{}")
     listed = tmp_path / "jobs.json"
     listed.write_text(json.dumps({**joblist, "jobs": jobs}))
-    assert joblists_main(["status", "--from", str(listed), "--root", str(tmp_path)]) == 0
+    assert cli.main(["jobs", "status", "--from", str(listed), "--root", str(tmp_path)]) == 0
     lines = capsys.readouterr().out.splitlines()
     cells = sum(len(row["cells"]) for row in json.loads(envelope)["models"].values())
     assert lines[:5] == [
@@ -583,8 +581,6 @@ def test_the_workflow_installs_by_the_readme_s_command(workflow):
 def test_every_conformance_jobs_command_of_the_workflow_parses(workflow):
     import shlex
 
-    from conformance.tools import jobs_cli
-
     found = []
     for job in workflow["jobs"].values():
         for text in _runs(job):
@@ -592,5 +588,5 @@ def test_every_conformance_jobs_command_of_the_workflow_parses(workflow):
                 if "conformance jobs" in line:
                     words = shlex.split(line.split("conformance jobs", 1)[1].split(")")[0])
                     found.append(words)
-                    jobs_cli.build_parser(CliError).parse_args(["1" if w.startswith("$") else w for w in words])
+                    cli.build_parser().parse_args(["jobs"] + ["1" if w.startswith("$") else w for w in words])
     assert [words[0] for words in found] == ["list", "run", "publish"]

@@ -18,7 +18,7 @@ from conformance.report import envelope as report
 from conformance import reasons
 from conformance.report import findings, repro, repro_source, repro_verify
 from conformance.report.repro_values import Inputs, literal
-from conformance.tools import cli
+from conformance.tools import cli, upstream
 
 pytestmark = pytest.mark.meta
 
@@ -136,7 +136,7 @@ def test_the_document_opens_with_the_ranked_top_ten_and_json_carries_the_unlocks
     assert "- **Fixing it unlocks**: 3 cell(s); whole path: compile ×2" in text
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(run))
-    monkeypatch.setattr(cli, "_expectation_links", lambda envelopes: ({}, ""))
+    monkeypatch.setattr(upstream, "expectation_links", lambda envelopes: ({}, ""))
     assert cli.main(["findings", str(run_json), "--json"]) == 0
     data = {g["id"]: g for g in json.loads(capsys.readouterr().out)}
     assert data[lock]["rank"] == 1 and data[lock]["site_in"] == "transformers"

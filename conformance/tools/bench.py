@@ -58,6 +58,7 @@ import torch
 from conformance import locations
 from conformance.reasons import one_line
 from conformance.report import io
+from conformance.tools.errors import CliError, CommandParser
 
 SCHEMA = "vlm-conformance-bench/1"
 SHAPES = locations.BENCH_SHAPES
@@ -469,7 +470,7 @@ def _counts(text: str) -> tuple[int, ...]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="conformance bench", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="conformance bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", default="",
                    help=f"class names, model types or globs, any case (cpu default: {DEFAULT_CPU_MODELS})")
     p.add_argument("--device", default="auto", help="cpu, cuda, cuda:N or auto")
@@ -497,7 +498,11 @@ def main(argv: list[str] | None = None) -> int:
 
         argv.remove("--suite")
         return suite_cost.main(argv)
-    args = parser().parse_args(argv)
+    try:
+        args = parser().parse_args(argv)
+    except CliError as exc:
+        print(f"conformance bench: {exc}", file=sys.stderr)
+        return 2
     device = args.device
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -11,7 +11,7 @@ the full traceback and a one-line pytest command reproducing the cell. It return
 passes or does not apply, 1 otherwise. An unknown class or check id, a
 check with no implementation, or one whose required packages are missing
 (the install command), raises `ExplainError` (one line) before anything is
-built.
+built. `explain_command(args)` is the subcommand (`cli` parses its options), that error a `CliError`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,15 @@ HIGHLIGHTED_METRICS = ("break", "recompile", "guard")
 
 class ExplainError(ValueError):
     """Bad input to explain; the message is one line for a person."""
+
+
+def explain_command(args) -> int:
+    from conformance.tools.errors import CliError
+
+    try:
+        return explain(args.model, args.check, device=args.device, dtype=args.dtype, backend=args.backend)
+    except ExplainError as exc:
+        raise CliError(str(exc)) from None
 
 
 def resolve_model(name: str):

@@ -24,6 +24,11 @@ Contracts:
   did not run (with why: the summary says so in one line), each job's
   seconds and cells, head and base. Returns a `GateResult`; its `status`
   is 1 when a cell is red (fail, error, timeout, xpass) or a job stopped.
+* `plan_command(args)` is `conformance plan`: the classes a change selects (as a run selects them), the
+  ``--shard`` specs of one plain run that fit ``--budget``, and, for a change, the whole gate `jobs gate` would run
+  (`gate_joblist`, `plan_lines`). Its ``--budget`` and ``--workers`` default to the gate's (`GateRequest`: the job
+  lists' `jobs.DEFAULT_BUDGET` and `jobs.DEFAULT_WORKERS`), so that `plan` alone previews `jobs gate` alone.
+  Returns `NOTHING_TO_CHECK` (10) when the change selects no class; bad input is a `CliError`.
 * Every error is one line for a person (`JobsError`).
 """
 
@@ -46,7 +51,6 @@ from conformance.tools import jobs as joblists
 from conformance.tools.jobs import JobsError
 
 GATE_OUT_DIR = "reports/latest/gate-jobs"
-GATE_BUDGET = 3600.0  # seconds a gate job may take on one machine: its groups run one after another anyway
 LONGEST_SLACK = 1.25
 
 
@@ -56,8 +60,8 @@ class GateRequest:
     root: Path
     out: Path
     out_dir: str = GATE_OUT_DIR
-    workers: int = 2
-    budget: float = GATE_BUDGET
+    workers: int = joblists.DEFAULT_WORKERS
+    budget: float = joblists.DEFAULT_BUDGET
     extras: str = "installed"
     groups: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()  # keep only these checks in every group (the harness's own tests: speed)
@@ -300,3 +304,47 @@ def plan_lines(joblist: dict) -> list[str]:
     return [f"the whole gate: {len(joblist['groups'])} column groups, about {cells:.0f} s of cells in {shards} "
             f"shard(s) (about {walls['one_machine']:.0f} s one after another, {walls['runners']:.0f} s on one "
             "runner each)"] + lines
+
+
+def plan_command(args) -> int:
+    """`conformance plan` (see the module's contract)."""
+    from conformance.cases.case import TransformersCases
+    from conformance.checks.common.registry import check_ids, opt_in_reason, unavailable
+    from conformance.run import shards as shard
+    from conformance.run.options import NOTHING_TO_CHECK, UsageError, resolve_selection, unavailable_checks
+    from conformance.tools.errors import CliError
+    from conformance.tools.pytest_options import PytestOptions
+
+    if not args.budget > 0 or args.workers < 1:
+        raise CliError("plan: --budget must be a positive number of seconds and --workers at least 1")
+    try:
+        selection = resolve_selection(PytestOptions(args), TransformersCases())
+    except UsageError as exc:
+        raise CliError(str(exc)) from None
+    names, nothing = selection.classes, selection.nothing_to_check
+    not_run = unavailable_checks([], check_ids(), unavailable, opt_in_reason)  # a plain run's columns
+    seconds = shard.published_estimates(checks=[c for c in check_ids() if c not in not_run])
+    result = shard.plan(names, seconds, args.budget, args.workers)
+    gate = None  # the whole gate (`conformance jobs gate`): every column group, budgeted per group
+    if names and selection.impact:
+        gate = gate_joblist(GateRequest(classes=tuple(names), root=Path("."), out=Path("."), workers=args.workers,
+                                        budget=args.budget))
+    if args.json:
+        print(json.dumps({"classes": names, "shards": result.shards, "specs": result.specs(),
+                          "cell_seconds": result.cell_seconds, "wall_seconds": result.wall_seconds,
+                          "changed_files": selection.changed_files, "nothing_to_check": nothing,
+                          "gate": {"groups": budget_by_group(gate), "jobs": [j["id"] for j in gate["jobs"]]}
+                          if gate else None}))
+        return NOTHING_TO_CHECK if nothing else 0
+    if nothing:
+        print(nothing)
+        return NOTHING_TO_CHECK
+    unknown = [n for n in names if n not in seconds]
+    print(f"classes: {', '.join(names)}")
+    print(f"{result.classes} classes, about {result.cell_seconds:.0f} s of cells"
+          + (f" ({len(unknown)} without a published time, counted as the median class)" if unknown else ""))
+    print(f"{result.shards} shard(s) of {args.workers} workers, about {result.wall_seconds:.0f} s each at most "
+          f"(budget {args.budget:g} s): " + " ".join(f"--shard {spec}" for spec in result.specs()))
+    if gate is not None:
+        print("\n".join(plan_lines(gate)))
+    return 0

@@ -5,7 +5,7 @@ Contracts:
 * `merge_version(joblist, env, root)` is the envelope of one version: the
   envelopes of its jobs, in list order (the plain group first: its backend
   is the matrix's, another backend's jobs join as ``<check>@<backend>``
-  columns), merged by `report.merge_envelopes`, plus the columns no job ran
+  columns), merged as `conformance merge` merges (`run_files.merged`), plus the columns no job ran
   as not run with the job list's reasons (as a plain run records them).
   JobsError (one line: which jobs, the command that finishes them) when a
   job has not finished, when an envelope is of another transformers
@@ -20,7 +20,7 @@ Contracts:
   version's), whatever the file said when each job ran.
 * `publish(joblist, root)` writes each version's merged envelope (the job
   list's `merged`) and publishes it as `conformance publish` does
-  (`publishing.published_files`: reports/ and the README for the gate's version,
+  (`publishing.publish`: reports/ and the README for the gate's version,
   reports/<env>/ for another), returning the files written.
 * `published_picture(joblist, root)` then retakes reports/matrix.png from
   the gate version's page (`publishing.published_picture`; `jobs publish
@@ -35,11 +35,10 @@ from conformance import versions
 from conformance.gate.rejudge import rejudge
 from conformance.report import cell_code
 from conformance.report import envelope as report
-from conformance.report import io
 from conformance.tools import publishing
-from conformance.tools.errors import write_files
 from conformance.tools.job_run import JobFiles
 from conformance.tools.jobs import JobsError
+from conformance.tools.run_files import merged as merged_runs
 
 
 def unfinished(joblist: dict, root: Path, env: str | None = None) -> list[str]:
@@ -96,7 +95,7 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
                         "runs them again")
     if not envelopes:
         raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
-    merged = {**report.merge_envelopes(envelopes, sources), "suite": report.suite_version()}
+    merged = {**merged_runs(envelopes, sources)[0], "suite": report.suite_version()}
     judged, _ = rejudge(merged, _expectations_named(joblist, env, root))
     return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
 
@@ -132,12 +131,7 @@ def publish(joblist: dict, root: Path) -> list[Path]:
     merged = {v["env"]: merge_version(joblist, v["env"], root) for v in joblist["versions"]}  # all before writing
     written = []
     for listed in joblist["versions"]:
-        envelope = merged[listed["env"]]
-        target = root / listed["merged"]
-        io.write_json_atomic(target, envelope)
-        files = publishing.published_files(envelope, root)
-        write_files(files)
-        written += [target, *files]
+        written += publishing.publish(merged[listed["env"]], root, merged_to=root / listed["merged"])
     return written
 
 

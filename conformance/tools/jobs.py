@@ -71,7 +71,10 @@ MAIN_DTYPE = "float32"
 GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900")}
 TARGET = "conformance/test_matrix.py"  # the cells only: the meta tests are CI's, not the matrix's
 OUT_DIR = "reports/latest/jobs"
-DEFAULT_BUDGET = 3600.0  # seconds a job may take: a GitHub runner's job runs for up to 6 hours
+# The planning defaults of every job list (`jobs list`/`run`/`publish`, `jobs gate` and `plan`, which previews the gate):
+DEFAULT_BUDGET = 3600.0  # seconds a job may take: a GitHub runner's job runs for up to 6 hours; a gate's groups run
+#                          one after another on one machine anyway
+DEFAULT_WORKERS = 2  # xdist workers a job: a GitHub runner's two cores
 # The environment of every job's run, as tox.ini sets it.
 RUN_ENV = {"PYTHONHASHSEED": "0", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -233,7 +236,7 @@ class Request:
     models: str = ""
     budget: float = DEFAULT_BUDGET
     shards: dict = field(default_factory=dict)  # group (or "*") -> shards, instead of the budget's
-    workers: int = 2
+    workers: int = DEFAULT_WORKERS
     out_dir: str = OUT_DIR
     target: str = TARGET
     pytest_args: tuple[str, ...] = ()

@@ -15,7 +15,7 @@ group), --extras installed|all|E,... (default: installed), --checks C,..., --mod
 With --from, the list holds the selection: --env picks some of its versions (`jobs.of_versions`: publish one
 version while another's jobs still run), any other planning option is refused in one line.
 
-Contract: `main(argv) -> int`. `list` prints the job list (`tools.jobs.plan`) as
+Contract: `run_command(args) -> int` (`cli` parses the options: `add_commands`). `list` prints the job list (`tools.jobs.plan`) as
 JSON (or writes it to -o and prints one line a job), `--github` prints the
 GitHub Actions matrix of it instead; `status` prints where each job stands
 (`job_run.state`: done by this suite's cell code, done by another and so
@@ -47,11 +47,13 @@ from conformance.tools.errors import CliError, write_files
 from conformance.tools.pytest_options import PytestOptions
 
 COMMANDS = ("list", "status", "run", "publish", "gate")
+DESCRIPTION = ("the publishing run as jobs: list, status, run and publish them (each resumable; `publish` runs what is "
+               "left, then publishes each version as `conformance publish` does), and gate, the pre-merge gate's jobs")
 
 
 # The planning options' defaults: `_selection` declares them, `_planning_given` tells a given option from them.
 PLANNING_DEFAULTS = {"groups": "", "extras": "installed", "checks": "", "models": "", "budget": joblists.DEFAULT_BUDGET,
-                     "shards": "", "workers": 2, "out_dir": joblists.OUT_DIR}
+                     "shards": "", "workers": joblists.DEFAULT_WORKERS, "out_dir": joblists.OUT_DIR}
 
 
 def _selection(parser) -> None:
@@ -86,13 +88,9 @@ def _running(parser) -> None:
                              ".venv-<env>/bin/python for another)")
 
 
-def build_parser(error_type) -> argparse.ArgumentParser:
-    class Parser(argparse.ArgumentParser):
-        def error(self, message):
-            raise error_type(f"{message} (see `{self.prog} --help`)")
-
-    parser = Parser(prog="conformance jobs", description="the publishing run as jobs: list, run, publish")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser, metavar="COMMAND")
+def add_commands(parser: argparse.ArgumentParser) -> None:
+    """`parser` (`conformance jobs`) given its subcommands; the parsed options' `jobs_command` names the one given."""
+    sub = parser.add_subparsers(dest="jobs_command", required=True, metavar="COMMAND")
     p = sub.add_parser("list", help="the job list as JSON (version x group x shard)")
     _selection(p)
     p.add_argument("-o", "--output", metavar="JOBS.json", help="write the list here; print one line a job")
@@ -103,7 +101,7 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     _selection(p)
     _running(p)
     p.add_argument("--only", default="", metavar="ID,...", help="run only these jobs (a CI runner's entry)")
-    p = sub.add_parser("publish", help="run what is left, merge each version, publish it (reports/, README)")
+    p = sub.add_parser("publish", help="run what is left, merge each version and publish it as `conformance publish` does")
     _selection(p)
     _running(p)
     p.add_argument("--no-run", action="store_true", help="merge and publish only (the jobs ran elsewhere)")
@@ -127,7 +125,6 @@ def build_parser(error_type) -> argparse.ArgumentParser:
     p.add_argument("--workers", type=int, default=gate.workers, help=f"xdist workers per job (default {gate.workers})")
     p.add_argument("--out-dir", default=gate.out_dir, help=f"the jobs' files (default {gate.out_dir})")
     p.add_argument("--root", default=".", help="the repository root (default .)")
-    return parser
 
 
 def _shards(value: str) -> dict:
@@ -240,7 +237,7 @@ def _refuse_redealt(joblist: dict, jobs: list[dict], root: str) -> None:
             "would refuse their runs; plan the list again (`conformance jobs list ... -o LIST`) and run it")
 
 
-def cmd_list(joblist: dict, args) -> int:
+def list_command(joblist: dict, args) -> int:
     text = json.dumps(joblist, indent=1) + "\n"
     if args.github:
         print(json.dumps(joblists.github_matrix(joblist), separators=(",", ":")))
@@ -270,7 +267,7 @@ def _pace(jobs: list[dict], states: list, planned_left: float) -> str:
             "at that pace")
 
 
-def cmd_status(joblist: dict, args) -> int:
+def status_command(joblist: dict, args) -> int:
     from conformance.report import cell_code
     from conformance.tools import job_run
 
@@ -316,22 +313,26 @@ def cmd_status(joblist: dict, args) -> int:
     return 0
 
 
-def main(argv: list[str]) -> int:
+def split_pytest_args(argv: list[str]) -> tuple[list[str], list[str]]:
+    """`conformance jobs`'s own arguments, and those after ``--`` (every job's pytest's)."""
+    if "--" not in argv:
+        return list(argv), []
+    return list(argv[:argv.index("--")]), list(argv[argv.index("--") + 1:])
+
+
+def run_command(args) -> int:
+    """`conformance jobs COMMAND` (see the module's contract); `args.pytest_args` are those after ``--``."""
     from conformance.tools import job_publish
 
-    argv = list(argv)
-    pytest_args = argv[argv.index("--") + 1:] if "--" in argv else []
-    argv = argv[:argv.index("--")] if "--" in argv else argv
-    args = build_parser(CliError).parse_args(argv)
-    if args.command == "gate":
-        return cmd_gate(args, pytest_args)
+    if args.jobs_command == "gate":
+        return gate_command(args, args.pytest_args)
     try:
-        joblist = _joblist(args, pytest_args)
-        if args.command == "list":
-            return cmd_list(joblist, args)
-        if args.command == "status":
-            return cmd_status(joblist, args)
-        if args.command == "run":
+        joblist = _joblist(args, args.pytest_args)
+        if args.jobs_command == "list":
+            return list_command(joblist, args)
+        if args.jobs_command == "status":
+            return status_command(joblist, args)
+        if args.jobs_command == "run":
             return _run(joblist, args, args.only)
         if not args.no_run and _run(joblist, args):
             return 1
@@ -382,7 +383,7 @@ def gate_request(args, pytest_args: list[str]):
                                 repo=str(repo or ""), base=base)
 
 
-def cmd_gate(args, pytest_args: list[str]) -> int:
+def gate_command(args, pytest_args: list[str]) -> int:
     from conformance.run.options import NOTHING_TO_CHECK
     from conformance.tools import job_gate
 

@@ -1,6 +1,12 @@
-"""What publishing a run writes: reports/matrix.json, MATRIX.md, matrix.html, the README's section and its picture.
+"""Publishing a run: reports/matrix.json, MATRIX.md, matrix.html, the README's section and its picture.
 
-Contracts (`conformance publish` and `conformance jobs publish` both write through them):
+Contracts (`conformance publish` and `conformance jobs publish` both publish through `publish`):
+
+* `publish(envelope, root, merged_to=None)` writes what publishing `envelope` writes (`published_files`), after the
+  envelope itself at `merged_to` where given (`jobs publish`: the job list's merged run of a version); the paths
+  written, in that order.
+* `publish_command(args)` is `conformance publish RUN.json [EXTRA.json ...]`: the runs merged into one
+  (`run_files.merged`; one run is itself), published, each file written said, then the picture's line.
 
 * `version_folder(envelope)` is where the run of a supported version other than the gate's is published
   (reports/<its tox env>/); None for the gate's version and for a version fixtures/versions.toml does not list.
@@ -14,8 +20,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import versions
+from conformance.report import envelope as report
 from conformance.report import io, page, render
-from conformance.tools.errors import CliError
+from conformance.tools.errors import CliError, write_files
+from conformance.tools.run_files import merged
 
 README = "README.md"
 PUBLISHED_ENVELOPE = Path("reports/matrix.json")
@@ -67,3 +75,27 @@ def published_picture(envelope: dict, root: Path) -> str:
     from conformance.report import screenshot
 
     return screenshot.png_beside(root / PUBLISHED_PAGE, envelope)
+
+
+def publish(envelope: dict, root: Path, merged_to: Path | None = None) -> list[Path]:
+    """Write `envelope`'s published files under `root`, after the envelope itself at `merged_to` where given."""
+    files = published_files(envelope, root)
+    if merged_to is not None:
+        io.write_json_atomic(merged_to, envelope)
+    write_files(files)
+    return ([merged_to] if merged_to is not None else []) + list(files)
+
+
+def publish_command(args) -> int:
+    """`conformance publish`: one run file, or several merged into one (the main run and its extras' runs)."""
+    runs = [args.run] + list(args.extra)
+    envelopes = [report.load_envelope(path) for path in runs]
+    envelope = envelopes[0] if len(envelopes) == 1 else merged(envelopes, runs)[0]
+    written = publish(envelope, Path(args.root))
+    if len(runs) > 1:
+        print(f"merged {len(runs)} run files: {', '.join(runs)}")
+    for path in written:
+        print(f"wrote {path}")
+    if args.screenshot:
+        print(published_picture(envelope, Path(args.root)))
+    return 0

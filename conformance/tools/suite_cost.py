@@ -30,6 +30,8 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from conformance.tools.errors import CliError, CommandParser
+
 SCHEMA = "vlm-conformance-suite-cost/1"
 MATRIX_TEST = re.compile(r"test_matrix\.py::test_(\w+)\[")
 META = "meta tests"
@@ -135,7 +137,7 @@ def as_json(run: SuiteCost, path: Path) -> dict:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="conformance bench --suite", description=__doc__.split("\n\n")[0])
+    p = CommandParser(prog="conformance bench --suite", description=__doc__.split("\n\n")[0])
     p.add_argument("report", type=Path, help="pytest-json-report file of the run (reports/latest/pytest.json)")
     p.add_argument("earlier", type=Path, nargs="?", help="the same file of an earlier run, to compare with")
     p.add_argument("--out", type=Path, help="also write the numbers as JSON here")
@@ -143,11 +145,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     try:
+        args = parser().parse_args(argv)
         run = read(args.report)
         earlier = read(args.earlier) if args.earlier else None
-    except CostError as exc:
+    except (CliError, CostError) as exc:
         print(f"conformance bench --suite: {exc}", file=sys.stderr)
         return 2
     sys.stdout.write(table(run, earlier))

@@ -25,8 +25,11 @@ CHECK_INFO = {  # what the registry says of these checks (registry.describe)
 }
 
 
-def cell(verdict: str, reason: str = "", **metrics) -> dict:
-    return {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": metrics, "nodeid": ""}
+def cell(verdict: str, reason: str = "", observed: str = "", **metrics) -> dict:
+    """A cell as a run writes it: its judgement (`verdict`) and its observation (`observed`: by default an xfail's
+    fail, an xpass's pass, else the verdict)."""
+    made = {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": metrics, "nodeid": ""}
+    return {**made, "observed": observed or report.observation(made)}
 
 
 def make_envelope(**overrides) -> dict:

@@ -2,9 +2,9 @@
 
 Contract of `judge_against_base(head, base, base_commit)` -> a new head envelope:
 
-Each cell of `head` that `base` also holds is judged by the raw verdicts
-(`verdicts.raw`) and failure fingerprints of the two runs, not by the
-release's expectations:
+Each cell of `head` that `base` also holds is judged by the observations
+(``observed``, the raw verdict every cell stores: `report.envelope`) and
+failure fingerprints of the two runs, not by the release's expectations:
 
 | base | head | fingerprints | category | final verdict |
 | --- | --- | --- | --- | --- |
@@ -16,7 +16,7 @@ release's expectations:
 
 (failing: fail, error or timeout.) A judged cell keeps its release
 judgement's verdict as ``release_verdict`` and gets ``base`` (the base's raw
-verdict) and a ``gate`` note; a cell the base does not hold keeps its
+verdict) and a ``gate`` note; its ``observed`` stays as it was; a cell the base does not hold keeps its
 release judgement (as where no base run exists at all). The envelope gets
 ``merge_base``: the base commit, the cells judged, and the
 (class, column) pairs of each category. The summary is recomputed.
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from conformance.fingerprints import Fingerprint, FingerprintError, compare
 from conformance.report.envelope import summarize
-from conformance.verdicts import FAILING, raw
+from conformance.verdicts import FAILING
 
 CATEGORIES = ("already_failing", "changed", "regressed", "fixed")
 
@@ -41,7 +41,7 @@ def _fingerprint(cell: dict) -> Fingerprint | None:
 
 def category(base_cell: dict, head_cell: dict) -> tuple[str, str]:
     """(category, note) of a head cell against its base cell; category "" when neither run failed."""
-    before, after = raw(base_cell), raw(head_cell)
+    before, after = base_cell["observed"], head_cell["observed"]
     if before in FAILING and after in FAILING:
         listed, observed = _fingerprint(base_cell), _fingerprint(head_cell)
         if listed is None and observed is None:
@@ -61,16 +61,16 @@ def category(base_cell: dict, head_cell: dict) -> tuple[str, str]:
 
 def _judged(base_cell: dict, head_cell: dict) -> tuple[str, dict]:
     kind, note = category(base_cell, head_cell)
-    after = raw(head_cell)
+    after = head_cell["observed"]
     verdict = {"already_failing": "xfail", "fixed": "pass"}.get(kind, after)
-    cell = {**head_cell, "verdict": verdict, "observed": after, "base": raw(base_cell),
+    cell = {**head_cell, "verdict": verdict, "observed": after, "base": base_cell["observed"],
             "release_verdict": head_cell["verdict"]}
     cell.pop("expected", None)  # the release's listing no longer decides this cell
     cell.pop("gate", None)
     if note:
         cell["gate"] = note
     if kind == "already_failing":
-        cell["expected"] = raw(base_cell)
+        cell["expected"] = base_cell["observed"]
     return kind, cell
 
 

@@ -15,8 +15,8 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   entry (``conditions = { dtype = ["bfloat16", "float32"] }``), one whose
   fingerprint differs adds a ``[[cell.when]] dtype = "bfloat16"``, and a
   cell that fails in bfloat16 only is an entry of that dtype only;
-* cells of the run whose raw verdict failed (fail, error, timeout: also
-  behind an xfail, an xpass "improved" or a "failure changed") are listed
+* cells of the run whose raw verdict (``observed``) failed (fail, error,
+  timeout: also behind an xfail, an xpass "improved" or a "failure changed") are listed
   under the run's conditions with the run's fingerprint; cells that passed
   or were skipped are no longer listed under them; cells the run did not
   cover are kept as they were;
@@ -54,7 +54,7 @@ from conformance.report.envelope import EnvelopeError, load_envelope
 from conformance.report.provenance import portable_texts
 from conformance.gate.rewrite import recorded, same
 from conformance.report.io import write_text_atomic
-from conformance.verdicts import FAILING, raw
+from conformance.verdicts import FAILING
 
 
 def _target(envelope: dict, run: dict, path: Path | None) -> ExpectationsFile:
@@ -117,7 +117,7 @@ def _listed(cell: dict, old: Expectation | None, written: Expectation | None, ke
             run_path) -> Expectation | None:
     """What the expectations should list for a run's `cell` under the run's conditions (None: nothing); `old`:
     what they list there now, `written`: the reason and link to keep (`old`, else the entry's own fields)."""
-    verdict = raw(cell, old.verdict if old else None)
+    verdict = cell["observed"]
     if verdict not in FAILING:
         return None
     try:

@@ -100,7 +100,7 @@ def dtype_run(dtype: str, backend: str, cells: dict[str, dict]) -> dict:
 def half_precision_matrix(tmp_path) -> dict:
     """float32 (eager and inductor) and bfloat16 (eager and inductor) runs merged as one matrix, judged against an
     expectations file that lists static_cache's failure for float32 and bfloat16 alike."""
-    from conformance.gate.rejudge import rejudge
+    from conformance.gate.judging import judge_envelope
     from conformance.report.envelope import merge_envelopes
 
     failing = {"verdict": "fail", "fingerprint": FP}
@@ -115,7 +115,7 @@ def half_precision_matrix(tmp_path) -> dict:
     listed.write_text('[[cell]]\nmodel = "A"\ncheck = "static_cache"\nverdict = "fail"\nreason = "known"\n'
                       'conditions = { dtype = ["bfloat16", "float32"] }\n[cell.fingerprint]\nkind = "exception"\n'
                       'error = "ValueError"\nwhere = "m:f"\n')
-    return rejudge(merged, listed)[0]
+    return judge_envelope(merged, listed)[0]
 
 
 def test_a_run_in_another_dtype_merges_as_its_own_columns_after_the_main_runs(tmp_path):

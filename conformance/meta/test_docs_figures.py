@@ -41,7 +41,7 @@ import pytest
 from conformance import locations
 from conformance.report import answer, flag_advice, render
 from conformance.report import envelope as report
-from conformance.verdicts import FAILING, raw
+from conformance.verdicts import FAILING
 
 pytestmark = pytest.mark.meta
 
@@ -80,12 +80,12 @@ def _flags(envelope: dict, flag: str, action: str, value: str = "") -> int:
 
 
 def _failing(envelope: dict, fingerprinted: bool) -> int:
-    cells = [c for row in envelope["models"].values() for c in row["cells"].values() if raw(c) in FAILING]
+    cells = [c for row in envelope["models"].values() for c in row["cells"].values() if c["observed"] in FAILING]
     return sum(bool(c.get("fingerprint")) for c in cells) if fingerprinted else len(cells)
 
 
 def _failing_kind(envelope: dict, check: str, kind: str) -> int:
-    return sum(bool(c) and raw(c) in FAILING and (c.get("fingerprint") or {}).get("kind") == kind
+    return sum(bool(c) and c["observed"] in FAILING and (c.get("fingerprint") or {}).get("kind") == kind
                for c in _column(envelope, check))
 
 

@@ -23,6 +23,7 @@ CHECKS = ["build", "compile_prefill", "compile_decode"]
 
 def failing(verdict: str, reason: str, fingerprint: dict | None, seconds: float = 1.0, **extra) -> dict:
     made = {**cell(verdict, reason), "seconds": seconds, **extra}
+    made["observed"] = extra.get("observed") or report.observation({**made, "observed": ""})
     if fingerprint:
         made["fingerprint"] = dict(fingerprint)
     return made

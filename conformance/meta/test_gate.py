@@ -282,9 +282,10 @@ def test_update_records_the_raw_verdict_behind_the_gate(tmp_path):
     assert {k: e.verdict for k, e in found.items()} == {("A", "build"): "timeout", ("A", "compile_prefill"): "fail"}
 
 
-def test_update_of_an_older_run_file_falls_back_to_the_listed_verdict(tmp_path):
-    """A run file without `observed`: an xfail cell keeps the verdict listed before, or for a new entry the
-    run's `expected`, else fail."""
+def test_update_of_an_older_run_file_reads_the_observation_its_reading_upgraded(tmp_path):
+    """A run file without `observed`: an xfail cell's is its recorded `expected` (what was listed when it ran),
+    else fail (`report.envelope.observation`, on read: the file listing it today is not asked); the reason and
+    link already written are kept."""
     file = tmp_path / "5.24.toml"
     file.write_text(gate.dumps(gate.ExpectationsFile(file, dict(gate.DEFAULT_CONDITIONS), {
         ("A", "build"): gate.Expectation("A", "build", "timeout", "kept reason", "https://x/1")})))
@@ -294,7 +295,7 @@ def test_update_of_an_older_run_file_falls_back_to_the_listed_verdict(tmp_path):
               "legacy_cache": cell("xfail", "older run")}})
     found = gate.read(update_expectations(run, file)).cells
     assert {k: (e.verdict, e.reason) for k, e in found.items()} == {
-        ("A", "build"): ("timeout", "kept reason"),
+        ("A", "build"): ("fail", "kept reason"),
         ("B", "legacy_cache"): ("fail", "older run"),
         ("B", "static_cache"): ("error", "old run")}
 
@@ -631,7 +632,7 @@ def test_judging_a_run_again_applies_todays_expectations_to_its_recorded_cells(t
     """`conformance expectations --judge RUN.json -o OUT.json`: after `--update` listed a run's new failures, the
     run's cells are judged as a run would judge them now (fail -> xfail where listed with the same fingerprint,
     xfail -> fail where the entry is gone, pass -> xpass where listed); reasons and fingerprints stay."""
-    from conformance.gate.rejudge import rejudge
+    from conformance.gate.judging import judge_envelope
     from conformance.report.envelope import load_envelope
 
     run = write_run(tmp_path / "run.json", {
@@ -645,7 +646,7 @@ def test_judging_a_run_again_applies_todays_expectations_to_its_recorded_cells(t
         ("A", "build"): gate.Expectation("A", "build", "fail", "boom", fingerprint=fp),
         ("A", "compile_prefill"): gate.Expectation("A", "compile_prefill", "fail", "listed", fingerprint=fp),
     })))
-    judged, changed = rejudge(load_envelope(run), file)
+    judged, changed = judge_envelope(load_envelope(run), file)
     cells = judged["models"]["A"]["cells"]
     assert {c: cells[c]["verdict"] for c in cells} == {"build": "xfail", "compile_prefill": "xpass",
                                                        "compile_decode": "fail", "static_cache": "skip"}

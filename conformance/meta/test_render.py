@@ -51,7 +51,7 @@ def test_every_verdict_has_a_distinct_symbol_in_the_legend():
     (["skip"] * 3, "n/a (0/0)"),
 ])
 def test_pass_rate(verdicts, expected):
-    assert render.pass_rate([{"verdict": v} for v in verdicts]) == expected
+    assert render.pass_rate([cell(v) for v in verdicts]) == expected
 
 
 def test_an_improved_xpass_still_failed():
@@ -161,8 +161,8 @@ def test_bad_markers_give_one_line(text, message):
 def test_a_listed_build_error_has_its_own_symbol_not_the_known_failure_one():
     envelope = make_envelope()
     cells = envelope["models"][BETA]["cells"]
-    cells["compile_prefill"] = {**cell("xfail", "tiny model or inputs could not be built: KeyError: 'x'"),
-                                "expected": "error"}
+    cells["compile_prefill"] = {**cell("xfail", "tiny model or inputs could not be built: KeyError: 'x'",
+                                     observed="error"), "expected": "error"}
     cells["build"] = {**cell("xfail", "graph break"), "expected": "fail"}
     row = next(line for line in render.render_markdown(envelope).splitlines() if line.startswith(f"| {BETA} |"))
     assert row.startswith(f"| {BETA} | ⚠️ | {render.KNOWN_ERROR[0]} |")
@@ -188,16 +188,23 @@ def test_a_listed_harness_gap_is_neither_a_known_failure_nor_a_flag_disagreement
 
 
 def test_records_and_envelope_keep_the_listed_verdict_of_an_xfail_cell():
+    """A record is the cell's observation judged (`gate.judging.judge_cell`); the envelope keeps the judgement, the
+    listed verdict and what the check said (``observed``, on every cell)."""
+    from conformance.fingerprints import Fingerprint
+    from conformance.gate.expectations import Expectation
+    from conformance.gate.judging import judge_cell
     from conformance.run.records import make_record
 
-    record = make_record(model=ALPHA, check="build", verdict="xfail", reason="r", seconds=0.0, metrics={},
-                         nodeid="n", process="main", expected="error", observed="timeout")
+    slow = Fingerprint("timeout", what="past the cell time limit")
+    listed = Expectation(ALPHA, "build", "error", "slow", fingerprint=slow)
+    record = judge_cell(make_record(model=ALPHA, check="build", observed="timeout", reason="r", seconds=0.0,
+                                    metrics={}, nodeid="n", process="main", fingerprint=slow.to_data()), listed)
     envelope = report.build_envelope([record], {}, ["build"], {})
-    assert envelope["models"][ALPHA]["cells"]["build"]["expected"] == "error"
-    assert envelope["models"][ALPHA]["cells"]["build"]["observed"] == "timeout"
-    plain = make_record(model=ALPHA, check="build", verdict="pass", reason="", seconds=0.0, metrics={},
-                        nodeid="n", process="main")
-    assert "expected" not in plain and "observed" not in plain
+    built = envelope["models"][ALPHA]["cells"]["build"]
+    assert (built["verdict"], built["expected"], built["observed"]) == ("xfail", "error", "timeout")
+    plain = judge_cell(make_record(model=ALPHA, check="build", observed="pass", reason="", seconds=0.0, metrics={},
+                                   nodeid="n", process="main"), None)
+    assert plain["verdict"] == plain["observed"] == "pass" and "expected" not in plain and "gate" not in plain
 
 
 def test_the_readme_puts_deployment_columns_in_their_own_table_grouped_by_runtime():

@@ -8,8 +8,10 @@ import json
 import pytest
 
 import conformance.discover
+from conformance import locations
 from conformance.report import diff, io
 from conformance.report import envelope as report
+from conformance.verdicts import FAILING
 
 pytestmark = pytest.mark.meta
 
@@ -25,8 +27,11 @@ CHECK_INFO = {  # what the registry says of these checks (registry.describe)
 }
 
 
-def cell(verdict: str, reason: str = "", **metrics) -> dict:
-    return {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": metrics, "nodeid": ""}
+def cell(verdict: str, reason: str = "", observed: str = "", **metrics) -> dict:
+    """A cell as a run writes it: its judgement (`verdict`) and its observation (`observed`: by default an xfail's
+    fail, an xpass's pass, else the verdict)."""
+    made = {"verdict": verdict, "reason": reason, "seconds": 0.1, "metrics": metrics, "nodeid": ""}
+    return {**made, "observed": observed or report.observation(made)}
 
 
 def make_envelope(**overrides) -> dict:
@@ -137,6 +142,54 @@ def test_load_envelope_accepts_pytest_json_report_file(tmp_path):
     envelope = make_envelope()
     loaded = report.load_envelope(write(tmp_path / "r.json", {"tests": [], "conformance": envelope}))
     assert loaded == envelope
+
+
+OLDER_CELLS = {  # cells of a file older than `observed` on every cell -> what the check said, as read
+    "pass": ({"verdict": "pass"}, "pass"),
+    "fail": ({"verdict": "fail"}, "fail"),
+    "skip": ({"verdict": "skip"}, "skip"),
+    "listed error": ({"verdict": "xfail", "expected": "error"}, "error"),  # the verdict listed when it ran
+    "listed, none recorded": ({"verdict": "xfail"}, "fail"),  # before `expected` was recorded
+    "listed pass": ({"verdict": "xpass", "expected": "fail"}, "pass"),
+    "improved": ({"verdict": "xpass", "expected": "fail", "observed": "fail"}, "fail"),  # recorded: kept
+    "changed": ({"verdict": "timeout", "expected": "fail", "observed": "timeout", "gate": "failure changed"},
+                "timeout"),
+}
+
+
+def test_an_older_file_is_upgraded_once_on_read_every_cell_stating_what_its_check_said(tmp_path):
+    """`load_envelope` gives every cell `observed` (`observation`: the one reconstruction), its judgement and the
+    rest as recorded; a part file of an older run too (`build_envelope`); a file that has it everywhere is read as
+    it is."""
+    envelope = make_envelope()
+    envelope["models"] = {"A": {"cells": {name: {**cell, "reason": "r", "seconds": 0.1, "metrics": {}, "nodeid": ""}
+                                          for name, (cell, _) in OLDER_CELLS.items()}}}
+    envelope["checks"] = list(OLDER_CELLS)
+    loaded = report.load_envelope(write(tmp_path / "old.json", envelope))["models"]["A"]["cells"]
+    assert {name: c["observed"] for name, c in loaded.items()} == {n: said for n, (_, said) in OLDER_CELLS.items()}
+    def judged(cell: dict) -> dict:
+        return {k: v for k, v in cell.items() if k != "observed"}
+
+    assert all(judged(loaded[n]) == judged(c) for n, c in envelope["models"]["A"]["cells"].items())
+    records = [{"model": "A", "check": name, **cell} for name, (cell, _) in OLDER_CELLS.items()]
+    built = report.build_envelope(records, dict(ENV), list(OLDER_CELLS), {})["models"]["A"]["cells"]
+    assert {name: c["observed"] for name, c in built.items()} == {n: said for n, (_, said) in OLDER_CELLS.items()}
+    current = make_envelope()
+    assert report.upgraded(current) is current
+
+
+@pytest.mark.parametrize("published", sorted(str(p.relative_to(locations.REPOSITORY)) for p in
+                                             (locations.REPOSITORY / "reports").glob("**/matrix.json")))
+def test_every_published_cell_reads_with_what_its_check_said_beside_its_judgement(published):
+    """The published matrices (reports/matrix.json, reports/<env>/matrix.json) read with `observed` on every cell,
+    a raw verdict, that their recorded judgement agrees with: the same verdict, or a listed failure's xfail, or an
+    xpass."""
+    cells = [c for row in report.load_envelope(locations.REPOSITORY / published)["models"].values()
+             for c in row["cells"].values()]
+    assert cells and all(c["observed"] in ("pass", "fail", "skip", "error", "timeout") for c in cells)
+    odd = [c for c in cells if c["verdict"] != c["observed"] and not (c["verdict"] == "xfail" and c["observed"] in
+                                                                       FAILING) and c["verdict"] != "xpass"]
+    assert not odd
 
 
 def _shard(envelope: dict, names: list[str]) -> dict:

@@ -32,7 +32,7 @@ from __future__ import annotations
 from conformance import columns
 from conformance.report import findings, flag_advice
 from conformance.report.answer import answer, hidden_reason
-from conformance.verdicts import FAILING, raw
+from conformance.verdicts import FAILING
 
 CACHE_CHECKS = ("static_cache", "legacy_cache")
 REASON_LIMIT = 220
@@ -139,7 +139,7 @@ def todo(envelope: dict, name: str, source: str, advice: dict, groups: list[find
         lines.append(f"Not run: {_cut(row['not_run'])}")
     lines += flag_lines([a for (model, _), a in sorted(advice.items()) if model == name])
     lines += [call_order_line(c, cell) for c, cell in cells.items()
-              if c.startswith("compile_") and raw(cell) in FAILING and flag_advice.is_call_order(cell)]
+              if c.startswith("compile_") and cell["observed"] in FAILING and flag_advice.is_call_order(cell)]
     lines += cause_lines(name, cells, source, groups)
     if not lines and cells and not any(answer(cell)[0] in ("broken", "nocheck") for cell in cells.values()):
         lines.append("Nothing to do: every check that applies works.")

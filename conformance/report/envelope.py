@@ -14,10 +14,22 @@ Contracts:
   earlier ones), its `summary` counting verdicts per check; `not_run` maps
   a column the run did not run (its required packages were missing, or an
   opt-in column the run did not name) to why: such a column is in `checks` with no cells (a report says "not run").
+* A cell stores its observation: ``observed`` (what the check or the
+  harness said: pass, fail, skip, error or timeout), its reason, metrics,
+  seconds and, where it failed, its ``fingerprint``; the conditions it ran
+  under are the envelope's environment and, for a merged column, the
+  column's backend and dtype (`conformance.columns`). Its judgement against
+  the expectations (``verdict``; ``expected``, the listed verdict, and
+  ``gate``, why a listed cell is not xfail) is `gate.judging`'s, written
+  when the run or its publication made the file: a cache of that judgement
+  (what a pytest-json-report reader or an older suite reads), never a second
+  source of the observation.
 * `load_envelope(path)` returns a validated envelope or raises
   `EnvelopeError` with one line naming the file, the problem and the fix:
   the one reader of run files (an envelope, or a pytest-json-report file
-  holding one under ``conformance``).
+  holding one under ``conformance``). It upgrades what it reads, once
+  (`upgraded`): a cell of a file older than ``observed`` on every cell gets
+  it (`observation`), so no reader reconstructs it.
 * `merge_envelopes` joins envelopes of one environment: shards (other
   classes) and runs of other checks (an extra's environment, e.g. the ONNX
   columns) alike; a cell in two of them is an error; a run under another
@@ -42,7 +54,7 @@ from typing import Any, Iterable
 from conformance import columns, locations
 from conformance.report import cell_code, provenance
 from conformance.report.io import read_records
-from conformance.verdicts import VERDICTS
+from conformance.verdicts import FAILING, VERDICTS
 
 SCHEMA = "vlm-conformance/1"
 
@@ -53,7 +65,8 @@ ENV_FIELDS = ("python", "torch", "transformers", "device", "device_name", "dtype
 # (e.g. a worker's peak memory) may differ between shard machines.
 ENV_IDENTITY = ("python", "torch", "transformers", "device", "dtype", "backend")
 # Cell fields a record carries where they apply: the listed verdict of a cell the expectations list, the raw
-# verdict when the gate changed it, why a listed cell is not xfail, what failed and where.
+# verdict (every record of this suite has it; `observation` upgrades an older one), why a listed cell is not xfail,
+# what failed and where.
 CELL_EXTRAS = ("expected", "observed", "gate", "fingerprint")
 # Name of an optional file in a parts directory holding the run's environment.
 PARTS_ENVIRONMENT = "environment.json"
@@ -133,7 +146,7 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
         row = rows.setdefault(record["model"], {"cells": {}})
         if record.get("tiny"):
             row["tiny"] = record["tiny"]
-        row["cells"][record["check"]] = {
+        cell = row["cells"][record["check"]] = {
             "verdict": record["verdict"],
             "reason": record.get("reason", ""),
             "seconds": record.get("seconds", 0.0),
@@ -142,7 +155,8 @@ def build_envelope(records: list[dict], env: dict, checks: list[str], models: di
         }
         for name in CELL_EXTRAS:  # present only where they apply
             if record.get(name):
-                row["cells"][record["check"]][name] = record[name]
+                cell[name] = record[name]
+        cell["observed"] = observation(cell)  # a part file of an older run may lack it
     rows = dict(sorted(rows.items()))
     return {
         "schema": SCHEMA,
@@ -214,7 +228,31 @@ def load_envelope(path: str | Path) -> dict:
                    else f"is not valid JSON at line {exc.lineno}, column {exc.colno} "
                         f"({exc.msg.removesuffix(' at')}; truncated?)")
         raise EnvelopeError(f"{path}: {problem}; {_remedy(path)}") from None
-    return validate_envelope(data, str(path))
+    return upgraded(validate_envelope(data, str(path)))
+
+
+def observation(cell: dict) -> str:
+    """What the check or the harness itself said of a recorded cell: its ``observed``; a cell of a file older than
+    ``observed`` on every cell (was `verdicts.raw`, the one reconstruction left): its verdict where the gate did not
+    change it, an xfail's recorded ``expected`` verdict (the one listed when it ran; else fail), an xpass's pass."""
+    if cell.get("observed"):
+        return cell["observed"]
+    verdict = cell.get("verdict", "")
+    if verdict == "xfail":
+        return cell["expected"] if cell.get("expected") in FAILING else "fail"
+    if verdict == "xpass":
+        return "pass"
+    return verdict
+
+
+def upgraded(envelope: dict) -> dict:
+    """`envelope` with ``observed`` on every cell (`observation`): the one-way upgrade of an older file, on read.
+    An envelope every cell of which has it is returned as it is."""
+    if all(cell.get("observed") for row in envelope["models"].values() for cell in row["cells"].values()):
+        return envelope
+    models = {name: {**row, "cells": {c: {**cell, "observed": observation(cell)} for c, cell in row["cells"].items()}}
+              for name, row in envelope["models"].items()}
+    return {**envelope, "models": models}
 
 
 def _remedy(path: Path) -> str:

@@ -3,7 +3,7 @@
 Contracts:
 
 * `group_failures(envelopes, sources)` groups every failing cell (raw
-  verdict fail, error or timeout: `verdicts.raw`, so a known failure counts)
+  verdict fail, error or timeout: its ``observed``, so a known failure counts)
   of one or more runs by its root cause, largest group first (most classes,
   then most cells). The root cause of a cell with a failure fingerprint
   (`conformance.fingerprints`) is its kind and where it happened
@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from conformance.checks.common import exporter_table
 from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
 from conformance.report.reproduce import reproducer
-from conformance.verdicts import FAILING, raw
+from conformance.verdicts import FAILING
 
 NOT_UPSTREAM = (*SUITE_OWN_KINDS, "timeout")  # fingerprint kinds that are the suite's own gaps (a SUITE_SITE too)
 REASON_LIMIT = 600
@@ -130,7 +130,7 @@ def failing_cells(envelope: dict, run: int = 0) -> list[FailingCell]:
     found = []
     for name, row in sorted(envelope["models"].items()):
         for check_id, cell in row["cells"].items():
-            said = raw(cell)
+            said = cell["observed"]
             if said in FAILING:
                 found.append(FailingCell(name, check_id, cell["verdict"], said, cell.get("reason", ""),
                                          float(cell.get("seconds") or 0.0), dict(cell.get("fingerprint") or {}),
@@ -217,7 +217,7 @@ def _states(envelopes: list[dict]) -> dict[tuple[str, str], set[str]]:
     for envelope in envelopes:
         for name, row in envelope["models"].items():
             for column, cell in row["cells"].items():
-                said = raw(cell)
+                said = cell["observed"]
                 if said in FAILING:
                     state = group_id(*cause_key(cell.get("fingerprint"), cell.get("reason", "")))
                 else:

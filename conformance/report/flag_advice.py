@@ -49,7 +49,6 @@ from conformance.columns import BACKEND_FLAGS, PREFERRED_BACKEND, backend_of
 from conformance.fingerprints import DATA_DEPENDENT
 from conformance.report.findings import cause_of
 from conformance.report.render import flag_checks, flag_disagreements, observing_cells
-from conformance.verdicts import raw
 
 ACTIONS = ("set", "ambiguous", "unobserved", "agrees", "undeclared")
 # The reason a check gives when the verdict depends on call order (conformance.checks.compile_prefill), for run
@@ -126,13 +125,13 @@ def failure_kind(cell: dict) -> str:
 
 
 def _evidence(cells: dict[str, dict]) -> tuple[Evidence, ...]:
-    return tuple(Evidence(c, cell["verdict"], raw(cell), cell.get("reason", "")) for c, cell in cells.items())
+    return tuple(Evidence(c, cell["verdict"], cell["observed"], cell.get("reason", "")) for c, cell in cells.items())
 
 
 def _declared_false(row: dict, flag: str, evidence: tuple[Evidence, ...]) -> tuple[str, bool | None, str, str]:
     """(action, value, why, cause) for a true flag that an observing check contradicts."""
     build = row["cells"].get("build")
-    if build is not None and raw(build) != "pass":
+    if build is not None and build["observed"] != "pass":
         return "ambiguous", None, f"the class does not build (build {build['verdict']})", cause_of(build)
     cells = {e.check: row["cells"][e.check] for e in evidence}
     failed = [e for e in evidence if e.raw == "fail"]

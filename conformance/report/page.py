@@ -44,7 +44,7 @@ from typing import Sequence
 
 from conformance.report import answer, class_view, findings, flag_advice, render, summary
 from conformance.report.reproduce import reproducer_template
-from conformance.verdicts import FAILING, VERDICTS, raw
+from conformance.verdicts import FAILING, VERDICTS
 
 LABEL_FIELDS = ("transformers", "torch", "backend", "device", "dtype", "python", "device_name")
 SUFFIX = "ForConditionalGeneration"  # every discovered class ends so: the table shows the rest
@@ -102,7 +102,7 @@ def _cell_data(cell: dict | None, reasons: dict[str, int]) -> list | int:
         return 0
     reason = cell.get("reason", "")
     index = reasons.setdefault(reason, len(reasons)) if reason else -1
-    cause = findings.cause_of(cell) if raw(cell) in FAILING else ""
+    cause = findings.cause_of(cell) if cell["observed"] in FAILING else ""
     extra = {k: cell[k] for k in EXTRA_FIELDS if cell.get(k) not in (None, "")}
     return [cell["verdict"], index, cell.get("seconds", 0), cell.get("metrics", {}), cell.get("expected", ""),
             *answer.answer(cell), cause, extra]

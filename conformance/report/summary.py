@@ -37,7 +37,7 @@ from typing import Iterable, NamedTuple
 
 from conformance import tolerances
 from conformance.fingerprints import SUITE_OWN_KINDS
-from conformance.verdicts import passed, raw
+from conformance.verdicts import passed
 
 NEW = ("fail", "error", "timeout", "xpass")  # what the expectations do not account for: a red gate
 REGRESSING = ("fail", "error", "timeout")
@@ -82,11 +82,11 @@ def tally(envelope: dict) -> dict[str, Tally]:
 
 
 def is_gap(cell: dict) -> bool:
-    """A listed harness gap (🚧): an xfail whose check itself said `error` (`verdicts.raw`) and whose fingerprint,
+    """A listed harness gap (🚧): an xfail whose check itself said `error` (its ``observed``) and whose fingerprint,
     where the run recorded one, is one of `fingerprints.SUITE_OWN_KINDS` (the suite could not set the cell up, its
     own code raised, or its worker died), never a finding about the model. The one home of this test: the tables, the page, the summary
     and the flag tables ask it."""
-    if cell.get("verdict") != "xfail" or raw(cell) != "error":
+    if cell.get("verdict") != "xfail" or cell["observed"] != "error":
         return False
     fingerprint = cell.get("fingerprint")
     return not fingerprint or fingerprint.get("kind") in SUITE_OWN_KINDS

@@ -30,11 +30,13 @@ Contract of `live(model, check_id, case_for, expectations, ...)` -> `Cell`:
   metric `under_load` when other work of the run was running then (the run
   reruns it alone: `rerun`).
 * `end(...)`: every failing outcome gets a fingerprint (`harness_fingerprint`
-  when nothing gave one), the outcome is judged against
-  ``expectations[(model, check_id)]`` (`gate.ratchet.judge`) and `Cell.record`
-  is the cell's record (`records.make_record`; a built `build` cell carries
-  its tiny model's facts). Writing the record is the caller's: the run
-  appends it to its part file, explain prints from it.
+  when nothing gave one); `Cell.record` is the cell's observation
+  (`records.make_record`; a built `build` cell carries its tiny model's
+  facts) judged against ``expectations[(model, check_id)]``
+  (`gate.judging.judge_cell`, the one judgement of a cell, publishing's
+  too), and `Cell.judgement` that judgement's verdict and note. Writing the
+  record is the caller's: the run appends it to its part file, explain
+  prints from it.
 
 Nothing here needs pytest; the run's time limits and crash handling stay
 the run's (`guard`, `isolation`): `live` only honours the deadline it is given.
@@ -54,7 +56,8 @@ from conformance.cases.case import BUILD_FAILED, Case
 from conformance.cases.model_failure import MissingDependency, RowVerdict
 from conformance.checks.common.outcome import Outcome, run_check
 from conformance.fingerprints import Fingerprint, mask, of_exception
-from conformance.gate.ratchet import Judgement, judge
+from conformance.gate.judging import judge_cell
+from conformance.gate.ratchet import Judgement
 from conformance.reasons import one_line
 from conformance.run import isolation
 from conformance.run.records import make_record
@@ -185,18 +188,16 @@ def end(model: str, check_id: str, outcome: Outcome, expectations: Mapping, *, c
     if outcome.verdict in FAILING and outcome.fingerprint is None:
         outcome.fingerprint = harness_fingerprint(outcome)
     expectation = expectations.get((model, check_id))
-    judgement = judge(outcome.verdict, expectation, outcome.fingerprint)
     tiny = None
     if case is not None and check_id == "build":
         tiny = {"parameters": outcome.metrics.get("parameters", 0), "source": case.tiny.source,
                 "strategy": case.sample.strategy}
-    record = make_record(model=model, check=check_id, verdict=judgement.verdict, reason=outcome.reason,
-                         seconds=outcome.metrics.get("seconds", 0.0),
-                         metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
-                         nodeid=nodeid, process=process, tiny=tiny,
-                         expected=expectation.verdict if expectation is not None else "",
-                         observed=outcome.verdict if judgement.verdict != outcome.verdict else "",
-                         gate=judgement.note,
-                         fingerprint=outcome.fingerprint.to_data() if outcome.fingerprint else None)
+    record = judge_cell(make_record(model=model, check=check_id, observed=outcome.verdict, reason=outcome.reason,
+                                    seconds=outcome.metrics.get("seconds", 0.0),
+                                    metrics={k: v for k, v in outcome.metrics.items() if k != "seconds"},
+                                    nodeid=nodeid, process=process, tiny=tiny,
+                                    fingerprint=outcome.fingerprint.to_data() if outcome.fingerprint else None),
+                        expectation)
+    judgement = Judgement(record["verdict"], record.get("gate", ""))
     return Cell(model, check_id, case=case, outcome=outcome, expectation=expectation, judgement=judgement,
                 record=record)

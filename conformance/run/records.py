@@ -1,10 +1,11 @@
 """Cell records: what one finished cell writes to its process's part file.
 
-Contract: `make_record(...)` is the JSON-lines record `report.build_envelope`
-reads (model, check, verdict, reason, seconds, metrics, nodeid, and where
-they apply tiny, expected, observed, gate, fingerprint) plus `process`:
-which process ran it and that process's peak memory so far (the envelope's
-environment reports the maximum).
+Contract: `make_record(...)` is a cell's observation (model, check,
+observed, reason, seconds, metrics, nodeid, and where they apply tiny and
+fingerprint) plus `process`: which process ran it and that process's peak
+memory so far (the envelope's environment reports the maximum); judged
+(`gate.judging.judge_cell`: verdict, and where they apply expected and
+gate), it is the JSON-lines record `report.build_envelope` reads.
 `find_record(path, nodeid)` is the last record a part file holds for a
 node id (None when the cell never finished there); records hold node ids
 without loadgroup's ``@group`` suffix (`plain_nodeid`), so that
@@ -82,24 +83,22 @@ class PartsDir:
         return sum(p.suffix == ".jsonl" for p in files)
 
 
-def make_record(*, model: str, check: str, verdict: str, reason: str, seconds: float, metrics: dict,
-                nodeid: str, process: str, tiny: dict | None = None, expected: str = "", observed: str = "",
-                gate: str = "", fingerprint: dict | None = None) -> dict:
-    """One cell's record. `expected` is the listed verdict of a cell the expectations list (fail, error,
-    timeout); `observed` the raw verdict when the gate changed it (xfail, xpass); `gate` why a listed cell
-    is not xfail; `fingerprint` what failed and where (`conformance.fingerprints`)."""
+def make_record(*, model: str, check: str, observed: str, reason: str, seconds: float, metrics: dict,
+                nodeid: str, process: str, tiny: dict | None = None, fingerprint: dict | None = None) -> dict:
+    """One cell's observation, to be judged (`gate.judging.judge_cell` adds its verdict, and the listed verdict and
+    the gate's note where they apply). `observed` is what the check or the harness said (pass, fail, skip, error,
+    timeout); `fingerprint` what failed and where (`conformance.fingerprints`)."""
     record = {
         "model": model,
         "check": check,
-        "verdict": verdict,
+        "observed": observed,
         "reason": reason,
         "seconds": seconds,
         "metrics": metrics,
         "nodeid": plain_nodeid(nodeid),
         "process": {"id": process, "peak_rss_mib": peak_rss_mib()},
     }
-    for name, value in (("tiny", tiny), ("expected", expected), ("observed", observed), ("gate", gate),
-                        ("fingerprint", fingerprint)):
+    for name, value in (("tiny", tiny), ("fingerprint", fingerprint)):
         if value:
             record[name] = value
     return record

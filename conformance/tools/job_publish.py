@@ -16,7 +16,7 @@ Contracts:
   the output of one commit's checks, whichever commits ran them). The
   merged envelope's `suite` is this suite's (its commit, that cell code),
   and every cell is judged again against today's expectations
-  (`gate.rejudge`: the file the jobs' ``--expectations`` names, else the
+  (`gate.judging.judge_envelope`: the file the jobs' ``--expectations`` names, else the
   version's), whatever the file said when each job ran.
 * `publish(joblist, root)` writes each version's merged envelope (the job
   list's `merged`) and publishes it as `conformance publish` does
@@ -32,7 +32,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import versions
-from conformance.gate.rejudge import rejudge
+from conformance.gate.judging import judge_envelope
 from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.tools import publishing
@@ -96,7 +96,7 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
     if not envelopes:
         raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
     merged = {**merged_runs(envelopes, sources)[0], "suite": report.suite_version()}
-    judged, _ = rejudge(merged, _expectations_named(joblist, env, root))
+    judged, _ = judge_envelope(merged, _expectations_named(joblist, env, root))
     return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
 
 

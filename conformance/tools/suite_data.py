@@ -63,9 +63,9 @@ def expectations_command(args) -> int:
     try:
         if args.judge:
             from conformance.discover import class_index
-            from conformance.gate.rejudge import rejudge
+            from conformance.gate.judging import judge_envelope
 
-            judged, changed = rejudge(envelope, Path(args.file) if args.file else None, classes=class_index())
+            judged, changed = judge_envelope(envelope, Path(args.file) if args.file else None, classes=class_index())
             write_files({Path(args.output): io.json_text(judged)})
             print(f"wrote {args.output}: {changed} cells' verdicts changed by today's expectations")
             return 0

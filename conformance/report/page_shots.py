@@ -23,7 +23,7 @@ SHOTS = {
     "first-screen": ("", "", ""),
     "search": ("", "qwen2-vl", ""),
     "deep-link": ("Llava/compile_prefill", "", ""),
-    "history": ("Llava/export_forward", "", "#detail ol.history"),
+    "history": ("Emu3/compile_prefill", "", ""),
 }
 
 

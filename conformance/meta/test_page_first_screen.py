@@ -100,3 +100,12 @@ def test_an_unknown_cell_still_renders():
     envelope = three_versions()[-1]
     envelope["models"]["AlphaForConditionalGeneration"]["cells"]["build"] = cell("timeout", "ran past")
     assert not rendered([envelope]).problems
+
+
+def test_a_row_the_run_could_not_check_says_why_on_the_first_screen():
+    old, middle, new = three_versions()
+    new["models"]["GammaForConditionalGeneration"].update(cells={}, not_run="needs timm, not installed: pip install timm")
+    parsed = rendered([new])
+    why = parsed.find("td", "g why", inside="table#deploy")
+    assert len(why) == 1 and why[0]["colspan"] == "2"
+    assert "not run: needs timm, not installed: pip install timm" in page.render_html([new])

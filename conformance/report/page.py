@@ -173,7 +173,10 @@ def deploy_html(envelope: dict, run: int, rows: dict[str, dict]) -> str:
     for name, row in rows.items():
         cells = envelope["models"].get(name, {}).get("cells", {})
         tds = []
-        for label, _, group in groups:
+        why = envelope["models"].get(name, {}).get("not_run", "") if not cells else ""
+        if why:  # a row the run could not check at all says why in one cell
+            tds.append(f'<td class="g s-notrun why" colspan="{len(groups)}">not run: {_e(why)}</td>')
+        for label, _, group in (() if why else groups):
             answers = [answer.answer(cells.get(c))[0] for c in group]
             state = class_view.state(answers)
             applicable = [a for a in answers if a not in ("na", "notrun")]

@@ -109,3 +109,22 @@ def test_a_row_the_run_could_not_check_says_why_on_the_first_screen():
     why = parsed.find("td", "g why", inside="table#deploy")
     assert len(why) == 1 and why[0]["colspan"] == "2"
     assert "not run: needs timm, not installed: pip install timm" in page.render_html([new])
+
+
+def test_a_path_is_marked_where_a_column_broke_or_works_in_the_newest_version():
+    parsed = rendered()
+    html = page.render_html([three_versions()[-1]], ["matrix.json"], history.of(three_versions()))
+    assert 'title="compile: does not work; broke in 5.24: compile_prefill"' in html  # Alpha: wwb
+    assert 'title="eager: works"' in html  # Alpha's build works since 5.23, not since 5.24: no mark
+    assert [a for a in parsed.find("span", "chg")] == [{"class": "chg"}]
+    old = three_versions()[0]  # a page of an older version than the history's newest has no marks
+    assert "chg" not in page.render_html([old], ["matrix.json"], history.of(three_versions())).split("<table id=\"deploy\"")[1]
+
+
+def test_latest_changes():
+    found = history.of(three_versions())
+    assert history.latest_changes(found, "AlphaForConditionalGeneration", ["build", "compile_prefill"]) == (
+        ["compile_prefill"], [])
+    found["cells"]["AlphaForConditionalGeneration"]["build"] = "cbw"
+    assert history.latest_changes(found, "AlphaForConditionalGeneration", ["build"]) == ([], ["build"])
+    assert history.latest_changes({}, "AlphaForConditionalGeneration", ["build"]) == ([], [])

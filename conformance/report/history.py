@@ -118,3 +118,13 @@ def embedded(history: dict, names: Sequence[str], columns: Sequence[str]) -> dic
     distinct = {codes for text in cells.values() for codes in text.split()}
     return {"versions": versions_, "columns": list(columns), "cells": cells,
             "phrases": {codes: phrase(codes, versions_) for codes in sorted(distinct)}}
+
+
+def latest_changes(history: dict, name: str, columns: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(the columns of `columns` that broke in the newest version: worked on the one before, not now; those that
+    work since it: did not work or could not be checked before), for the class `name`; ([], []) without history."""
+    if not history:
+        return [], []
+    codes = history["cells"].get(name, {})
+    pairs = [(c, codes.get(c, "--")[-2:]) for c in columns]
+    return ([c for c, pair in pairs if pair == "wb"], [c for c, pair in pairs if pair in ("bw", "cw")])

@@ -164,10 +164,23 @@ def _group_target(cells: dict, group: list[str]) -> str:
     return group[0]
 
 
-def deploy_html(envelope: dict, run: int, rows: dict[str, dict]) -> str:
+def _change_mark(history: dict, name: str, group: list[str]) -> tuple[str, str]:
+    """(the mark, its words) of what changed on the path in the newest version: ↓ a column broke, ↑ one works now."""
+    broke, fixed = cell_history.latest_changes(history, name, group)
+    newest = history["versions"][-1] if history else ""
+    words = "; ".join(f"{what} {newest}: {', '.join(cols)}" for what, cols in (("broke in", broke),
+                                                                                ("works since", fixed)) if cols)
+    return ("↓" if broke else "↑" if fixed else ""), words
+
+
+def deploy_html(envelope: dict, run: int, rows: dict[str, dict], history: dict | None = None) -> str:
     """The first screen's table: a row per class, a column per deploy path (`deploy_groups`), each cell the
-    class's state on that path (`class_view`'s states) linking to the cell that says most about it."""
+    class's state on that path (`class_view`'s states) linking to the cell that says most about it, marked ↓ where
+    a column of it broke in the newest published version, ↑ where one works since (where `history` ends with the
+    run's version)."""
     groups = deploy_groups(envelope["checks"])
+    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
+    history = history if history and history["versions"][-1] == minor else {}
     head = "".join(f'<th title="{_e(about)}" data-group="{_e(label)}">{_e(label)}</th>' for label, about, _ in groups)
     body = []
     for name, row in rows.items():
@@ -183,6 +196,9 @@ def deploy_html(envelope: dict, run: int, rows: dict[str, dict]) -> str:
             works = sum(a == "works" for a in applicable)
             count = f'<span class="n">{works}/{len(applicable)}</span>' if state == "partly" else ""
             title = f"{label}: {STATE_WORDS[state]}" + (f" ({works} of {len(applicable)} columns)" if count else "")
+            mark, changed = _change_mark(history, name, group)
+            title += f"; {changed}" if changed else ""
+            count += f'<span class="chg">{mark}</span>' if mark else ""
             target = _group_target(cells, group)
             tds.append(f'<td class="g s-{state}" data-group="{_e(label)}" title="{_e(title)}">'
                        f'<a href="#{_e(short_name(name))}/{_e(target)}" data-check="{_e(target)}" '
@@ -456,8 +472,9 @@ autocomplete="off"> <output id="shown">{len(rows) - hidden} of {len(rows)} class
 {state_keys_html()}</form>
 </header>
 <main>
-<section id="deploy-section">{deploy_html(envelopes[main], main, rows)}
-<p class="hint">A cell is the class's state on that path (◐ with how many of its columns work); click it for the
+<section id="deploy-section">{deploy_html(envelopes[main], main, rows, history)}
+<p class="hint">A cell is the class's state on that path (◐ with how many of its columns work; ↓ a column broke in
+the newest published version, ↑ one works since); click it for the
 column that says most, its reason, its history across transformers versions and the command that reruns it; click
 a class for what works on which path and what to do about the rest. The address follows (copy it to link here).
 Below: <a href="#summary">the summary per column</a>, <a href="#matrix-section">every column</a>,

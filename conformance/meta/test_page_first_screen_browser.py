@@ -132,7 +132,8 @@ def test_a_deep_link_opens_the_cells_detail_in_view(driver):
 def test_a_cells_history_shows_each_published_version(driver):
     show(driver, driver.fake, "Alpha/compile_prefill")
     items = in_view(driver, "#detail ol.history li")
-    assert items == ["✓ transformers 4.57: works", "✓ transformers 5.23: works", "✗ transformers 5.24: does not work"]
+    assert items == ["✓ transformers 4.57: works", "✓ transformers 5.23: works",
+                     "✗ transformers 5.24: does not work"]
     assert in_view(driver, "#detail p.history-phrase") == ["broke in 5.24 (worked on 4.57 → 5.23)"]
     siblings = driver.find_element("css selector", "#detail ul.siblings").text
     assert "compile_decode · does not work on all published versions (4.57 → 5.24)" in siblings

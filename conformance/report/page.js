@@ -21,7 +21,10 @@
   const deploy = document.getElementById("deploy");
   const deployRows = deploy ? Array.from(deploy.tBodies[0].rows) : []; // in data.names' order, as rows
   const squash = (text) => text.toLowerCase().replace(/[^a-z0-9]/g, "");
-  const haystacks = data.names.map((name) => [data.search[name] || name.toLowerCase(), squash(data.search[name] || name)]);
+  const haystacks = data.names.map((name) => {
+    const hay = data.search[name] || name.toLowerCase();
+    return [hay, squash(hay)];
+  });
   const byId = (id) => document.getElementById(id);
   const short = (name) => data.classes[name].short;
 
@@ -325,7 +328,9 @@
 
   function select(td, where) {
     if (selected) selected.classList.remove("selected");
-    document.querySelectorAll("tr.opened, td.g.selected").forEach((node) => node.classList.remove("opened", "selected"));
+    document.querySelectorAll("tr.opened, td.g.selected").forEach((node) => {
+      node.classList.remove("opened", "selected");
+    });
     selected = td || null;
     if (selected) selected.classList.add("selected");
     if (where) {

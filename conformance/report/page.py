@@ -165,7 +165,7 @@ def _group_target(cells: dict, group: list[str]) -> str:
 
 
 def _change_mark(history: dict, name: str, group: list[str]) -> tuple[str, str]:
-    """(the mark, its words) of what changed on the path in the newest version: ↓ a column broke, ↑ one works now."""
+    """(the mark, its words) of what changed on the path in the newest version: ↓ a column broke, ↑ one works."""
     broke, fixed = cell_history.latest_changes(history, name, group)
     newest = history["versions"][-1] if history else ""
     words = "; ".join(f"{what} {newest}: {', '.join(cols)}" for what, cols in (("broke in", broke),

@@ -11,7 +11,7 @@ Contracts (`conformance publish` and `conformance jobs publish` both publish thr
 * `version_folder(envelope)` is where the run of a supported version other than the gate's is published
   (reports/<its tox env>/); None for the gate's version and for a version fixtures/versions.toml does not list.
 * `published_files(envelope, root)` is what publishing writes under `root` (path -> text); a missing README is a
-  `CliError`.
+  `CliError`. Each page it writes carries every published version's answers (`history.published`).
 * `published_picture(envelope, root)` retakes reports/matrix.png for the gate's version; one line saying what it did.
 """
 
@@ -46,13 +46,16 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     folder of the machine that ran it (`provenance.portable_texts`: a message can quote a traceback's file)."""
     from conformance.report import cell_code, provenance
 
+    from conformance.report import history
+
     envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
     folder = version_folder(envelope)
+    cells_history = history.published(root, envelope)  # each page shows every published version's answers
     if folder is not None:
         return {
             root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
             root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
-            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name], cells_history),
         }
     readme = root / README
     if not readme.is_file():
@@ -61,7 +64,7 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     return {
         root / PUBLISHED_ENVELOPE: io.json_text(envelope),
         root / PUBLISHED_MATRIX: render.render_markdown(envelope),
-        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name], cells_history),
         readme: text,
     }
 

@@ -243,7 +243,8 @@ def profile_rows(info: ModelInfo) -> list[ModelInfo]:
     if info.not_standalone or info.config_class is None:
         return []
     return [dataclasses.replace(info, name=row_name(info.name, p.name), aliases=(), profile=p,
-                                kind=_profile_kind(info, p)) for p in profiles_of(info.model_type)]
+                                kind=_profile_kind(info, p))
+            for p in sorted(profiles_of(info.model_type), key=lambda p: p.name)]
 
 
 def _profile_kind(info: ModelInfo, profile) -> str:

@@ -21,7 +21,7 @@ from conformance.discover import NoMatch, class_index, discover, model_types, ro
 
 pytestmark = pytest.mark.meta
 
-# The families issue 52 names, and what makes each differ from its class's default config.
+# The families issue 52 names (and BakLLaVA), and what makes each differ from its class's default config.
 EXPECTED = {
     "LlavaForConditionalGeneration:llava-interleave": {"text_config": "qwen2", "vision_config": "siglip_vision_model"},
     "Blip2ForConditionalGeneration:blip2-flan-t5": {"text_config": "t5"},
@@ -29,6 +29,7 @@ EXPECTED = {
     "PaliGemmaForConditionalGeneration:paligemma2": {"text_config": "gemma2"},
     "LlavaNextForConditionalGeneration:llava-next-mistral": {"text_config": "mistral"},
     "LlavaNextForConditionalGeneration:llava-next-llama3": {"text_config": "llama"},
+    "LlavaForConditionalGeneration:bakllava": {"text_config": "mistral"},  # one more: Mistral's sliding window
 }
 
 
@@ -65,7 +66,8 @@ def test_a_profile_row_is_selected_by_its_name_its_profile_its_checkpoint_and_it
         assert select_classes([pattern], index, names, types) == [row]
     # The class's name is its default row; its model type (or a glob) is every row of it.
     assert select_classes(["LlavaForConditionalGeneration"], index, names, types) == ["LlavaForConditionalGeneration"]
-    assert select_classes(["llava"], index, names, types) == ["LlavaForConditionalGeneration", row]
+    assert select_classes(["llava"], index, names, types) == ["LlavaForConditionalGeneration",
+                                                              "LlavaForConditionalGeneration:bakllava", row]
     assert "LlavaNextForConditionalGeneration:llava-next-llama3" in select_classes(["llava-hf/*"], index, names, types)
     with pytest.raises(NoMatch):
         select_classes(["llava-interleaved-qwen"], index, names, types)

@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 import torch
 
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common.compare import Closeness, assert_close, judge_close, logits_of
 from conformance.checks.common.export import split_inputs
 from conformance.checks.common.exporter_table import BACKENDS
@@ -415,7 +416,7 @@ def requests_of(case) -> tuple[list[tuple[str, dict]], str]:
 
 def export_generation(case, backend: str, **backend_config: Any) -> dict:
     require_exporters()
-    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+    if is_encoder_decoder(case.tiny.config) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not decomposed by this check")
     metrics: dict = {"backend": backend, "dynamic": True, "new_tokens": NEW_TOKENS, "cache": "static"}
     requests, metrics["variant"] = requests_of(case)

@@ -121,7 +121,7 @@ def test_the_command_lists_the_versions_and_what_ci_runs(capsys):
 
 def test_ci_runs_the_version_matrix_from_the_data():
     script = (ROOT / ".ci" / "run").read_text()
-    assert "conformance versions --ci" in script and '--models "$models"' in script
+    assert "conformance versions --ci" in script and '--models "$models,$sample"' in script
 
 
 GOOD = ('[[version]]\ntransformers = "5.24.0"\nenv = "gate"\nconstraints = "gate.txt"\nimage_text_classes = 1\n'

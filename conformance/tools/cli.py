@@ -20,6 +20,7 @@
     conformance bench [ARGS...]
     conformance versions [--ci]
     conformance jobs list|status|run|publish|gate [...]   (the publishing run as jobs: conformance.tools.jobs_cli)
+    conformance sample classes|compare [...]   (CI's rotating rerun of the published matrix: conformance.tools.sample)
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -624,6 +625,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("jobs", help="the publishing run as jobs: list, status, run, publish, and gate (the pre-merge "
                    "gate's jobs); conformance.tools.jobs_cli",
                    add_help=False)
+    sub.add_parser("sample", help="CI's rotating rerun of the published matrix: the day's classes, and the rerun "
+                   "cells that differ from the published ones; conformance.tools.sample", add_help=False)
     return parser
 
 
@@ -636,6 +639,10 @@ def main(argv: list[str] | None = None) -> int:
             from conformance.tools import jobs_cli
 
             return jobs_cli.main(argv[1:])
+        if argv[:1] == ["sample"]:
+            from conformance.tools import sample
+
+            return sample.main(argv[1:])
         args = build_parser().parse_args(argv)
         return args.func(args)
     except (CliError, report.EnvelopeError, render.SectionError) as exc:

@@ -3,7 +3,8 @@
 Contracts (`conformance publish` and `conformance jobs publish` both write through them):
 
 * `version_folder(envelope)` is where the run of a supported version other than the gate's is published
-  (reports/<its tox env>/); None for the gate's version and for a version fixtures/versions.toml does not list.
+  (reports/<its tox env>/, a torch axis's too: `versions.of_environment`); None for the gate's version and for a
+  version fixtures/versions.toml does not list.
 * `published_files(envelope, root)` is what publishing writes under `root` (path -> text); a missing README is a
   `CliError`.
 * `published_picture(envelope, root)` retakes reports/matrix.png for the gate's version; one line saying what it did.
@@ -26,8 +27,8 @@ PUBLISHED_PAGE = Path("reports/matrix.html")
 def version_folder(envelope: dict) -> Path | None:
     """Where the run of a supported version other than the gate's is published (reports/<its tox env>/); None
     for the gate's version (the main matrix and the README) and for a version fixtures/versions.toml does not list."""
-    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
-    version = next((v for v in versions.supported() if v.minor == minor), None)
+    environment = envelope["environment"]
+    version = versions.of_environment(str(environment.get("transformers", "")), str(environment.get("torch", "")))
     return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
 
 

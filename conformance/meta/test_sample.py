@@ -150,7 +150,7 @@ def test_the_classes_command_prints_one_line_for_models_and_refuses_a_bad_date(p
     assert cli.main([*args, "5 Dec"]) == 2
     assert "--date '5 Dec': not a date; give it as YYYY-MM-DD" in capsys.readouterr().err
     assert cli.main([*args, "2026-12-05", "--exclude", "PrefillGraphBreakLM,TinyLM"]) == 2
-    assert "no class of tf523 fits a sample of 80 s; raise --budget" in capsys.readouterr().err
+    assert "no class of tf523 to sample: none reproducible, not excluded and within 80 s" in capsys.readouterr().err
 
 
 def test_ci_reruns_a_sample_of_every_version_it_installs():

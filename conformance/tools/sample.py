@@ -148,7 +148,8 @@ def cmd_classes(args) -> int:
     day = _date(args.date)
     chosen = pick(envelope, day, args.budget, exclude, salt=version.env)
     if not chosen:
-        raise CliError(f"{path}: no class of {version.env} fits a sample of {args.budget:g} s; raise --budget")
+        raise CliError(f"{path}: no class of {version.env} to sample: none reproducible, not excluded and within "
+                       f"{args.budget:g} s of published cells; raise --budget or exclude fewer")
     seconds = candidates(envelope, args.budget, exclude)
     print(f"sample of {day.isoformat()} ({version.env}, {path}): {len(chosen)} of {len(seconds)} classes, "
           f"{sum(seconds[n] for n in chosen):.0f} s of published cells (budget {args.budget:g} s)", file=sys.stderr)

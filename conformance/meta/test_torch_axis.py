@@ -62,3 +62,27 @@ def test_a_cell_fixed_by_the_newer_torch_is_refused_with_what_to_write(tmp_path)
     file.write_text(text)
     update_expectations(run, file)
     assert applied(file, "2.13.0") == {"Fixed": ("fails on 2.13", FP)} and applied(file, "2.14.1") == {}
+
+
+def test_a_torch_axis_is_published_in_its_folder_its_page_beside_the_suite_s_torch(tmp_path):
+    import json
+    from pathlib import Path
+
+    from conformance import versions
+    from conformance.tools import publishing
+
+    axis = next((v for v in versions.supported() if v.torch), None)
+    if axis is None:
+        pytest.skip("fixtures/versions.toml lists no torch axis")
+    runs = {torch: json.loads(write_run(tmp_path / f"{torch}.json", {"A": {"build": cell("pass")}},
+                                        version=axis.transformers, env={"torch": torch}).read_text())
+            for torch in ("2.13.0+cpu", axis.torch + "+cu130")}
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "matrix.json").write_text(json.dumps(runs["2.13.0+cpu"]))
+    files = publishing.published_files(runs[axis.torch + "+cu130"], tmp_path)
+    folder = tmp_path / "reports" / axis.env
+    assert sorted(files) == sorted(folder / name for name in ("matrix.json", "MATRIX.md", "matrix.html"))
+    html = files[folder / "matrix.html"]
+    assert f"torch {axis.torch}+cu130" in html and "torch 2.13.0+cpu" in html  # one label per torch
+    assert publishing.beside_path(runs["2.13.0+cpu"]) is None
+    assert publishing.beside_path(runs[axis.torch + "+cu130"]) == Path("reports/matrix.json")

@@ -6,7 +6,8 @@ Contracts (`conformance publish` and `conformance jobs publish` both write throu
   (reports/<its tox env>/, a torch axis's too: `versions.of_environment`); None for the gate's version and for a
   version fixtures/versions.toml does not list.
 * `published_files(envelope, root)` is what publishing writes under `root` (path -> text); a missing README is a
-  `CliError`.
+  `CliError`. A torch axis's page shows its run beside the published matrix of its transformers on the suite's own
+  torch (`beside_path`), each run labelled by its torch.
 * `published_picture(envelope, root)` retakes reports/matrix.png for the gate's version; one line saying what it did.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from conformance import versions
+from conformance.report import envelope as report
 from conformance.report import io, page, render
 from conformance.tools.errors import CliError
 
@@ -32,6 +34,17 @@ def version_folder(envelope: dict) -> Path | None:
     return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
 
 
+def beside_path(envelope: dict) -> Path | None:
+    """For the run of a torch axis, the published matrix of its transformers on the suite's own torch (relative to the
+    root), which its page shows beside it; None for any other run."""
+    environment = envelope["environment"]
+    version = versions.of_environment(str(environment.get("transformers", "")), str(environment.get("torch", "")))
+    if version is None or not version.torch:
+        return None
+    same = next(v for v in versions.supported() if v.minor == version.minor and not v.torch)
+    return PUBLISHED_ENVELOPE if same.is_gate else PUBLISHED_ENVELOPE.parent / same.env / PUBLISHED_ENVELOPE.name
+
+
 def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     """What `publish` writes under `root`: the envelope copy, MATRIX.md, the HTML page and the README; for
     another supported version than the gate's, the first three in that version's folder (`version_folder`).
@@ -42,10 +55,15 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
     folder = version_folder(envelope)
     if folder is not None:
+        runs, names = [envelope], [PUBLISHED_ENVELOPE.name]
+        beside = beside_path(envelope)
+        if beside is not None and (root / beside).exists():
+            runs, names = [report.load_envelope(root / beside), envelope], [f"../{beside.relative_to(folder.parent)}",
+                                                                             PUBLISHED_ENVELOPE.name]
         return {
             root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
             root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
-            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+            root / folder / PUBLISHED_PAGE.name: page.render_html(runs, names),
         }
     readme = root / README
     if not readme.is_file():

@@ -204,8 +204,12 @@ def published_path(version: versions.Version, root: Path) -> Path:
 
 def published_classes(version: versions.Version, root: Path, models: str) -> list[str]:
     """The classes of a version's published matrix that `models` (globs; empty: all) selects: the plan of a version
-    that is not installed here (its runs discover their own classes; only the predicted shares differ)."""
+    that is not installed here (its runs discover their own classes; only the predicted shares differ). A torch axis
+    not published yet takes those of its transformers on the suite's own torch (the same classes)."""
     path = published_path(version, root)
+    if not path.exists() and version.torch:  # a torch axis not published yet: its transformers has the same classes
+        same = next(v for v in versions.supported() if v.minor == version.minor and not v.torch)
+        path = published_path(same, root)
     if not path.exists():
         raise JobsError(f"{path}: no published matrix of transformers {version.transformers} to take its classes "
                         f"from; plan it where it is installed (its venv's `conformance jobs list --env {version.env}`)")

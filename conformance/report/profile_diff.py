@@ -4,7 +4,7 @@ Contract: `differences(envelopes)` pairs every profile row (row metadata with ``
 `conformance.discover.profile_metadata`) with its class's default row, from the same run file or, when that file
 has none, from the first of `envelopes` that has it (``conformance findings PROFILES.json reports/matrix.json``
 compares a run of the profiles with the published default rows). A `Difference` is one column both rows hold
-whose raw verdicts (`verdicts.raw`: what the check itself said, a known failure counted as the failure it is)
+whose observed verdicts (``observed``: what the check itself said, a known failure counted as the failure it is)
 differ; its `reason` is the profile's cell's, else the default's. `render(envelopes)` is the findings section: a
 line per differing cell, grouped per profile row; nothing when no profile row is in the runs. Torch-free.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from conformance.verdicts import raw
 
 REASON_CHARS = 160
 
@@ -51,10 +50,10 @@ def differences(envelopes: list[dict]) -> tuple[list[Difference], list[str]]:
             continue
         for column in sorted(set(row["cells"]) & set(default["cells"])):
             mine, theirs = row["cells"][column], default["cells"][column]
-            if raw(mine) != raw(theirs):
+            if mine["observed"] != theirs["observed"]:
                 reason = mine.get("reason") or theirs.get("reason") or ""
-                found.append(Difference(name, row.get("checkpoint", ""), default_name, column, raw(mine),
-                                        raw(theirs), " ".join(reason.split())))
+                found.append(Difference(name, row.get("checkpoint", ""), default_name, column, mine["observed"],
+                                        theirs["observed"], " ".join(reason.split())))
     return found, alone
 
 

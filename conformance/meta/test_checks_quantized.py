@@ -16,9 +16,9 @@ import torch
 
 from conformance.checks.common import exporter_table, exporters, quantized
 from conformance.checks.common.outcome import run_check
-from conformance.checks.common.registry import load_all, unavailable
+from conformance.checks.common.registry import load_all
 from conformance.meta import planted
-from conformance.meta.test_checks_exporters import exporter_ready
+from conformance.meta.test_checks_exporters import exporter_ready, installed, one_thread  # noqa: F401 (fixture)
 
 pytestmark = [pytest.mark.meta, planted.NEEDS_TRANSFORMERS_5,
               pytest.mark.skipif(not exporters.has_exporters(),
@@ -92,20 +92,6 @@ def calibration_raises(graph, calibration):
 BUGS = {"unquantized": (unquantized, ["quantize: the quantizer left the model unquantized", "above 98 db"]),
         "destroyed": (destroyed, ["quantize: the logits of the", "below the 30 db floor"]),
         "calibration_raises": (calibration_raises, ["calibrate: ", "planted: the calibration forward failed"])}
-
-
-def installed(check_id: str) -> None:
-    why = unavailable(check_id)
-    if why:
-        pytest.skip(f"{check_id} {why}")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.mark.parametrize("check_id", QUANTIZED)

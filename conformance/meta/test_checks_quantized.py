@@ -5,7 +5,8 @@ wide MLP) passes with the row's own quantizer (SQNR within the band, the artifac
 or fails with exactly a known upstream failure (`KNOWN`); three planted quantizers, taking the row's place,
 fail it naming their step: one that leaves the graph unquantized (`quantize`: the logits are float's, the
 artifact no smaller), one that destroys it (`quantize`: SQNR below the floor) and one whose calibration forward
-raises (`calibrate`). Columns whose packages are not installed are skipped with the install command (the
+raises (`calibrate`). A planted quantizer replaces the row's own, so the rows of one (backend, part) run one path:
+the bugs are planted on the first row of each (`ONE_PER_PATH`, 8 columns). Columns whose packages are not installed are skipped with the install command (the
 ``[quantized]`` extra); where transformers has no ``transformers.exporters`` every column is n.a.
 """
 
@@ -26,6 +27,10 @@ pytestmark = [pytest.mark.meta, planted.NEEDS_TRANSFORMERS_5,
 
 load_all()
 QUANTIZED = [row.id for row in exporter_table.COLUMNS if row.quantizer]
+# A planted quantizer takes the row's own quantizer's place: the rows of one backend and part then run the same
+# path, so the planted bugs run on one row of each (backend, part), the first in column order.
+ONE_PER_PATH = list({(row.backend, row.part): row.id for row in reversed(exporter_table.COLUMNS) if row.quantizer}
+                    .values())
 WIDTH = 512
 # A correct model's known upstream failure per column, and what its reason says: DynamoExporter re-exports the
 # quantized GraphModule with the float parameters it replaced still attached (no node uses them), so its .pt2
@@ -51,6 +56,19 @@ class WideLM(planted.TinyLM):
         return logits + self.down(torch.relu(self.up(logits[..., : planted.HIDDEN])))
 
 
+def stateful_decode(check_id: str, outcome) -> bool:
+    """Whether `outcome` is OpenVINO's known generation failure, for every model and every export, quantized or
+    not (`test_checks_exporters.STATEFUL_DECODE`): its stateful decode runner's `unflatten` raises
+    `StopIteration` at a `transformers.exporters.runners` site."""
+    if not (check_id.startswith("exporter_openvino_") and check_id.endswith("_generate")):
+        return False
+    if outcome.verdict != "fail" or "StopIteration" not in outcome.reason:
+        return False
+    assert outcome.reason.startswith("run: "), outcome.reason
+    assert outcome.fingerprint.where.startswith("transformers.exporters.runners."), outcome.fingerprint
+    return True
+
+
 def planted_quantizer(quantize):
     """An FX-graph `ExportQuantizer` every backend takes, whose `quantize` is `quantize(graph, calibration)`."""
     from transformers.exporters.configs import ExportFormat
@@ -73,11 +91,12 @@ def unquantized(graph, calibration):
 
 
 def destroyed(graph, calibration):
-    generator = torch.Generator().manual_seed(0)
-    with torch.no_grad():
+    for _ in calibration:
+        pass
+    with torch.no_grad():  # every weight's sign flipped (no torch factory: an exporter may patch them meanwhile)
         for parameter in graph.parameters():
             if parameter.is_floating_point():
-                parameter.mul_(torch.randn(parameter.shape, generator=generator))
+                parameter.neg_()
     return graph
 
 
@@ -99,6 +118,8 @@ def test_the_correct_model_passes(check_id):
     installed(check_id)
     outcome = run_check(check_id, planted.case_for(exporter_ready(WideLM)))
     metrics = outcome.metrics
+    if stateful_decode(check_id, outcome):
+        return
     if check_id in KNOWN and outcome.verdict == "fail":
         assert KNOWN[check_id] in outcome.reason, outcome.reason
         return
@@ -109,7 +130,7 @@ def test_the_correct_model_passes(check_id):
 
 
 @pytest.mark.parametrize("bug", sorted(BUGS))
-@pytest.mark.parametrize("check_id", QUANTIZED)
+@pytest.mark.parametrize("check_id", ONE_PER_PATH)
 def test_a_planted_quantizer_bug_fails_naming_its_step(check_id, bug, monkeypatch):
     installed(check_id)
     quantize, words = BUGS[bug]
@@ -117,6 +138,8 @@ def test_a_planted_quantizer_bug_fails_naming_its_step(check_id, bug, monkeypatc
                         lambda row, calibration, steps: quantized.tracked(planted_quantizer(quantize), steps))
     outcome = run_check(check_id, planted.case_for(exporter_ready(WideLM)))
     assert outcome.verdict == "fail", f"{bug} gave {outcome.verdict} on {check_id}: {outcome.reason}"
+    if bug != "calibration_raises" and stateful_decode(check_id, outcome):
+        return  # served nothing to judge: the float column's known failure, before the numbers
     reason = outcome.reason.lower()
     missing = [w for w in words if w.lower() not in reason]
     assert not missing, f"reason {outcome.reason!r} does not name {missing}"

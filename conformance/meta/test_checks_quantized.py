@@ -32,12 +32,27 @@ QUANTIZED = [row.id for row in exporter_table.COLUMNS if row.quantizer]
 ONE_PER_PATH = list({(row.backend, row.part): row.id for row in reversed(exporter_table.COLUMNS) if row.quantizer}
                     .values())
 WIDTH = 512
-# A correct model's known upstream failure per column, and what its reason says: DynamoExporter re-exports the
-# quantized GraphModule with the float parameters it replaced still attached (no node uses them), so its .pt2
-# is larger than the float one.
-# NNCF's Torch FX statistics collection fails on an integer output of the graph (nncf 3.4, at its `isempty`).
-KNOWN = {"exporter_dynamo_pt2e_forward": "weights no node uses", "exporter_dynamo_pt2e_generate": "weights no node uses",
-         **{f"exporter_{backend}_nncf_fx_{part}": "Function `isempty` is not implemented"
+# The correct model's known failures per column, each a verdict of the column on it (measured 2026-12-05, nncf
+# 3.4, torchao 0.18, executorch 1.5): the reason must contain one of the strings. `DEAD_WEIGHTS`: DynamoExporter
+# re-exports the quantized GraphModule with the float parameters it replaced still attached (no node uses them),
+# so its .pt2 is larger than the float one. `MASKED_SCORES`: a static activation recipe quantizes the attention
+# scores per tensor, and TinyLM masks them with `finfo.min` before the softmax (as transformers' eager attention
+# does): the scale that must span it leaves nothing of the scores (SQNR 2-7 dB). `NNCF_FX`: NNCF's Torch FX
+# statistics collection raises on an integer output of the graph (`isempty` of an int), or its int8 meets the
+# masked scores. `XNNPACK_INDICES`: XNNPACKQuantizer's annotation makes the embedding's indices float.
+# `NNCF_FX_LOWERING`: see below.
+DEAD_WEIGHTS = ("weights no node uses",)
+MASKED_SCORES = ("below the 30 dB floor",)
+NNCF_FX = ("Function `isempty` is not implemented", "below the 30 dB floor")
+XNNPACK_INDICES = ("calibrate: PT2EQuantizer on executorch",)
+# ExecuTorch lowering NNCF's weight-compressed graph: `t()` of a 3D tensor (torch._refs:t).
+NNCF_FX_LOWERING = ("lower: NNCFTorchFXQuantizer on executorch",)
+KNOWN = {"exporter_dynamo_pt2e_forward": DEAD_WEIGHTS, "exporter_dynamo_pt2e_generate": MASKED_SCORES,
+         "exporter_onnx_pt2e_generate": MASKED_SCORES,
+         "exporter_executorch_pt2e_forward": XNNPACK_INDICES, "exporter_executorch_pt2e_generate": XNNPACK_INDICES,
+         "exporter_onnx_ort_static_forward": MASKED_SCORES, "exporter_onnx_ort_static_generate": MASKED_SCORES,
+         **{f"exporter_executorch_nncf_fx_{part}": NNCF_FX_LOWERING for part in exporter_table.PARTS},
+         **{f"exporter_{backend}_nncf_fx_{part}": NNCF_FX
             for backend in ("dynamo", "onnx", "openvino") for part in exporter_table.PARTS}}
 
 
@@ -121,7 +136,7 @@ def test_the_correct_model_passes(check_id):
     if stateful_decode(check_id, outcome):
         return
     if check_id in KNOWN and outcome.verdict == "fail":
-        assert KNOWN[check_id] in outcome.reason, outcome.reason
+        assert any(known in outcome.reason for known in KNOWN[check_id]), outcome.reason
         return
     assert outcome.verdict == "pass", outcome.reason
     assert metrics["sqnr_floor_db"] <= metrics["sqnr_db"] <= metrics["sqnr_ceiling_db"], metrics

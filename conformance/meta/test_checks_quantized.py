@@ -51,6 +51,8 @@ KNOWN = {"exporter_dynamo_pt2e_forward": DEAD_WEIGHTS, "exporter_dynamo_pt2e_gen
          "exporter_onnx_pt2e_generate": MASKED_SCORES,
          "exporter_executorch_pt2e_forward": XNNPACK_INDICES, "exporter_executorch_pt2e_generate": XNNPACK_INDICES,
          "exporter_onnx_ort_static_forward": MASKED_SCORES, "exporter_onnx_ort_static_generate": MASKED_SCORES,
+         "exporter_openvino_nncf_openvino_forward": MASKED_SCORES,  # the longer prompt, not calibrated on: 15 dB
+         "exporter_onnx_nncf_onnx_forward": MASKED_SCORES, "exporter_onnx_nncf_onnx_generate": MASKED_SCORES,
          **{f"exporter_executorch_nncf_fx_{part}": NNCF_FX_LOWERING for part in exporter_table.PARTS},
          **{f"exporter_{backend}_nncf_fx_{part}": NNCF_FX
             for backend in ("dynamo", "onnx", "openvino") for part in exporter_table.PARTS}}

@@ -67,8 +67,10 @@ BACKENDS = ("inductor",)
 HALF_DTYPES = ("bfloat16", "float16")
 MAIN_DTYPE = "float32"
 # Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model,
-# AOTInductor's C++ build a minute or more.
-GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900")}
+# AOTInductor's C++ build a minute or more; a quantized cell exports twice (quantized, then float to size against),
+# ExecuTorch's lowering among them.
+GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900"),
+              "quantized": ("--cell-timeout", "900")}
 TARGET = "conformance/test_matrix.py"  # the cells only: the meta tests are CI's, not the matrix's
 OUT_DIR = "reports/latest/jobs"
 # The planning defaults of every job list (`jobs list`/`run`/`publish`, `jobs gate` and `plan`, which previews the gate):

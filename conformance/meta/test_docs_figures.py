@@ -91,7 +91,7 @@ def _failing_kind(envelope: dict, check: str, kind: str) -> int:
 
 
 def _failing_at(envelope: dict, check: str, site: str) -> int:
-    return sum(bool(c) and raw(c) in FAILING and (c.get("fingerprint") or {}).get("where") == site
+    return sum(bool(c) and c["observed"] in FAILING and (c.get("fingerprint") or {}).get("where") == site
                for c in _column(envelope, check))
 
 

@@ -61,6 +61,7 @@ def _reproducible(cells: list[dict]) -> bool:
 
 def candidates(envelope: dict, budget: float, exclude=()) -> dict[str, float]:
     """The classes a sample may take, with their published seconds of plain cells (see `pick`)."""
+    envelope = report.upgraded(envelope)  # a file's cells as read: ``observed`` on each
     columns, skipped = plain_columns(envelope), set(exclude)
     found = {}
     for name, row in envelope["models"].items():
@@ -108,7 +109,7 @@ class Difference:
 
 def differences(published: dict, rerun: dict) -> list[Difference]:
     """Every cell of `rerun` whose raw verdict or fingerprint is not the published one's (see the module)."""
-    found = []
+    published, rerun, found = report.upgraded(published), report.upgraded(rerun), []
     for model in sorted(rerun["models"]):
         published_cells = published["models"].get(model, {}).get("cells", {})
         for check, cell in sorted(rerun["models"][model].get("cells", {}).items()):

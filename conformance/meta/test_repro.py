@@ -286,6 +286,37 @@ def test_a_scripts_source_is_pruned_and_wrapped():
     assert eval(compile(tidy, "x", "exec"), {}) is None and repro_source.prune(tidy) == tidy
 
 
+def test_pruning_drops_what_steps_cut_short_no_longer_read_but_never_a_call_that_may_fail():
+    """An unread assignment of an inert value (a comprehension, a part that only stores its arguments) goes, and so
+    do the definitions only it used, a recursive one too; a call that may raise (a class whose __init__ acts, any
+    function) stays even when its result is unread."""
+    source = textwrap.dedent("""\
+        import os
+        def walk(n):
+            return walk(n - 1) if n else os.sep
+        class Part:
+            def __init__(self, owner):
+                super().__init__()
+                self.owner = owner
+            def forward(self):
+                return walk(3)
+        class Session:
+            def __init__(self, path):
+                self.handle = open(path)
+        decoder = Part(1)
+        media = {k: k for k in []}
+        session = Session("missing")
+        result = len([])
+        """)
+    assert repro_source.prune(source) == textwrap.dedent("""\
+        class Session:
+            def __init__(self, path):
+                self.handle = open(path)
+        session = Session("missing")
+        result = len([])
+        """)
+
+
 def test_cli_repro_writes_an_index_of_every_upstream_group(tmp_path, capsys):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(make_run()))
@@ -423,3 +454,47 @@ def test_the_exporters_largest_published_group_reproduces_standalone(tmp_path):
     repro_verify.verify([entry], groups, tmp_path, timeout=180)
     assert entry.verified, entry.why
     assert entry.observed["kind"] == "contract" and site in entry.observed["message"]
+
+
+def _published_index() -> dict:
+    index_path = PUBLISHED_FINDINGS / repro.INDEX
+    if not index_path.exists() or not PUBLISHED.exists():
+        pytest.skip("no published matrix and reproducers (reports/matrix.json, reports/findings/) in this checkout")
+    return json.loads(index_path.read_text())
+
+
+def test_the_published_scripts_are_short_and_carry_no_fingerprint_code():
+    """Text only (no script runs): every published script is at most 150 lines with at most one line over 120
+    characters, their median at most 60 lines; none imports the suite or carries fingerprint code."""
+    index = _published_index()
+    lengths = {}
+    for entry in (g for g in index["groups"] if g["script"]):
+        source = (PUBLISHED_FINDINGS / entry["script"]).read_text()
+        assert not re.search(r"^\s*(import|from)\s+conformance", source, re.M), entry["script"]
+        assert not [marker for marker in FINGERPRINT_CODE if marker in source], entry["script"]
+        assert repro_source.long_lines(source) <= 1, entry["script"]
+        lengths[entry["script"]] = len(source.splitlines())
+    assert lengths, "reports/findings/ lists no script"
+    longest = max(lengths, key=lengths.get)
+    assert lengths[longest] <= 150, (longest, lengths[longest])
+    assert sorted(lengths.values())[(len(lengths) - 1) // 2] <= 60
+
+
+def test_every_published_group_with_a_script_has_an_issue_text():
+    """`findings --issue ID --repro reports/findings` works for every group with a published script (text only:
+    the script is read, not run; the command's own text function, the run file read once), and each of the top
+    ten ranked groups has its text in reports/findings/issues/, linked from the README."""
+    index = _published_index()
+    envelope = report.load_envelope(str(PUBLISHED))
+    groups = by_id(findings.group_failures([envelope], [str(PUBLISHED)]))
+    scripted = [g for g in index["groups"] if g["script"] and g["group"] in groups]
+    assert scripted, "no published group with a script is a group of the published matrix: regenerate"
+    for entry in scripted:
+        text = cli._issue_of(groups[entry["group"]], [envelope], PUBLISHED_FINDINGS, [str(PUBLISHED)])
+        assert text.startswith("# [") and "## Reproduction" in text and "## Observed" in text, entry["group"]
+        assert (PUBLISHED_FINDINGS / entry["script"]).read_text().rstrip() in text, entry["group"]
+    readme = (PUBLISHED_FINDINGS / repro.README).read_text()
+    ranked = [g for g, _ in findings.rank(list(groups.values()), [envelope])][:findings.TOP]
+    for group in ranked:
+        assert (PUBLISHED_FINDINGS / repro.ISSUES / f"{group.id}.md").exists(), group.id
+        assert f"(issues/{group.id}.md)" in readme, group.id

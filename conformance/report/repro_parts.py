@@ -322,22 +322,27 @@ def leaf_feed(kwargs):
     return feed
 
 
-def onnx_export(module, kwargs, path, exporter):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
-    dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad():
-        if exporter == "transformers":
-            from transformers.exporters import OnnxConfig, OnnxExporter
+def onnx_export(module, kwargs, path):
+    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter; the feed (input
+    name -> tensor) the graph was traced with."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
 
-            exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
-            OnnxExporter.save_program(exported.program, path)
-            return leaf_feed(kwargs)
-        feed = leaf_feed(kwargs)
+    with torch.no_grad():
+        exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
+        OnnxExporter.save_program(exported.program, path)
+    return leaf_feed(kwargs)
+
+
+def torch_onnx_export(module, kwargs, path):
+    """`module(**kwargs)` to an ONNX file (weights beside it) with torch.onnx's dynamo exporter over a non-strict
+    torch.export; the feed (input name -> tensor) the graph was traced with."""
+    feed = leaf_feed(kwargs)
+    with torch.no_grad():
         program = torch.export.export(module.eval(), (), kwargs=dict(kwargs), strict=False)
         onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
                                          external_data=True, optimize=True, verbose=False)
-        onnx_program.save(path, external_data=True)
-        return feed
+    onnx_program.save(path, external_data=True)
+    return feed
 
 
 class OrtProgram:
@@ -448,6 +453,7 @@ NEEDS = {
     "export_and_reload": ("LogitsModule",),
     "NamedLogitsModule": ("LogitsModule",),
     "onnx_export": ("leaf_feed",),
+    "torch_onnx_export": ("leaf_feed",),
     "LogitsModule": ("logits_of",),
     "DecoderPart": ("logits_of", "static_cache", "full_static_layers"),
     "FunctionalStep": ("DecoderPart",),
@@ -458,7 +464,8 @@ NEEDS = {
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
-           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram",
+           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
+           "torch_onnx_export", "OrtProgram",
            "runner_kwargs", "bound", "RoutedGenerate")
 
 

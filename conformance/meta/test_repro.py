@@ -150,12 +150,14 @@ def test_the_document_opens_with_the_ranked_top_ten_and_json_carries_the_unlocks
 def test_inputs_are_written_exactly_where_they_can_be_and_as_a_seeded_recipe_else():
     writer = Inputs()
     ids = torch.tensor([[0, 0, 0, 0, 7, 8, 9], [3, 4, 5, 6, 7, 8, 9]])
+    positions = torch.tensor([[0] * 4 + list(range(1, 9))])
+    assert "[0] * 4 + list(range(1, 9))" in writer.source(positions, "position_ids")
     mask = torch.zeros(2, 5, dtype=torch.bool)
     mask[:, 2] = True
     sizes = torch.tensor([[32.0, 64.0]])
     pixels = torch.randn(2, 3, 16, 16) * 2 + 5
     g = torch.Generator().manual_seed(0)
-    for value in (ids, mask, sizes, torch.ones(4, 4), torch.zeros(0, 3, dtype=torch.long)):
+    for value in (ids, positions, mask, sizes, torch.ones(4, 4), torch.zeros(0, 3, dtype=torch.long)):
         made = eval(writer.source(value, "x"))
         assert torch.equal(made, value) and made.dtype == value.dtype
     recipe = writer.source(pixels, "pixel_values")

@@ -171,6 +171,12 @@ def _split(facts: dict) -> list[str]:
             f"decoder = DecoderPart(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG})"]
 
 
+# What a text part's export needs traced first, when it is exported alone (the part whose export fails).
+ALONE = {"embed_prefill": [], "embed_step": [],
+         "prefill": ["with torch.no_grad():", "    embeds = embedding(ids)"],
+         "step": ["with torch.no_grad():", "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]}
+
+
 def _stage(ctx: Context, pattern: str) -> str:
     found = re.search(pattern, f"{ctx.fingerprint.get('what', '')} {ctx.cell.reason}")
     return found.group(1) if found else ""
@@ -194,6 +200,11 @@ def export_generate(ctx: Context) -> Steps:
     exports = [("vision", f"VisionPart(model{facts['vision']}), kwargs=media"),
                ("embed_prefill", "embedding, (ids,)"), ("embed_step", "embedding, (ids[:, -1:],)"),
                ("prefill", "decoder, (embeds,), dict(text)"), ("step", "decoder, (embeds[:, -1:], state)")]
+    if stage in ALONE:
+        body = _split(facts) + ALONE[stage] + [f"export_part({dict(exports)[stage]})"]
+        steps = _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart"))
+        steps.notes.append(f"only the part whose export fails ({stage}); the check exports the parts before it first")
+        return steps
     for name, call in exports:
         if (name == "vision" and facts["vision"] is None) or (prefill_only and name in ("embed_step", "step")):
             continue
@@ -365,6 +376,12 @@ def onnx_generate(ctx: Context) -> Steps:
                         '{"inputs_embeds": embeds[:, -1:], "cache_tensors": state}')]
     parts = (_onnx_export(), "OrtProgram", "EmbedPart", "DecoderPart", "VisionPart", "FunctionalStep", "leaf_feed")
     imports = ("import os", "import tempfile")
+    if stage in ALONE:
+        body += ALONE[stage] + [f"onnx_part({stage!r}, {dict(exports)[stage]})"]
+        steps = _steps(ctx, body, facts, parts, new_tokens=4)
+        steps.imports = imports
+        steps.notes.append(f"only the part that fails ({stage}); the check exports the parts before it first")
+        return steps
     prefill_only = _prefill_decides(ctx)
     for name, call in exports:
         if (name == "vision" and facts["vision"] is None) or (prefill_only and name in ("embed_step", "step")):

@@ -127,8 +127,6 @@ def exporter_generate(ctx: Context) -> Steps:
                           ctx.cell.reason):  # it fails in the routed generate: no eager reference after it
         body = body[:9 if ctx.kind not in ("numerical_mismatch", "contract") else 14]
         parts = ("RoutedGenerate",)
-        if ctx.cell.reason.startswith(f"{backend} runners:"):  # making the runners fails: nothing runs
-            body, parts = body[:7], ()
     return Steps(body, imports=(_exporter_import(backend),), parts=parts, inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
                             **tolerance_constants(ctx, "export")},

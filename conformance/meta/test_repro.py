@@ -506,7 +506,7 @@ def test_every_published_group_with_a_script_has_an_issue_text():
     scripted = [g for g in index["groups"] if g["script"] and g["group"] in groups]
     assert scripted, "no published group with a script is a group of the published matrix: regenerate"
     for entry in scripted:
-        text = cli._issue_of(groups[entry["group"]], [envelope], PUBLISHED_FINDINGS, [str(PUBLISHED)])
+        text = upstream.issue_text(groups[entry["group"]], [envelope], PUBLISHED_FINDINGS, [str(PUBLISHED)])
         assert text.startswith("# [") and "## Reproduction" in text and "## Observed" in text, entry["group"]
         code = (PUBLISHED_FINDINGS / entry["script"]).read_text().split('"""', 2)[2].strip()  # past its docstring
         assert code in text, entry["group"]  # inline, the docstring naming it repro.py

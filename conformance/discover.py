@@ -9,6 +9,12 @@ model's weights and never fails because of one class: a class whose config
 cannot be resolved still gets a row (``config_class`` None) so that the
 build stage can report it as an ``error`` with a reason.
 
+Profile rows: after a standalone class's row (its config class's defaults) come its
+checkpoint profiles' rows (`conformance.profiles`: ``<ClassName>:<profile>``,
+declared in ``fixtures/models/<model_type>.toml``), each a `ModelInfo` of the
+same class whose `profile` is set and whose `kind` follows the profile's
+sub-configs (a Flan-T5 text model makes BLIP-2 encoder-decoder).
+
 Row kind: `not_standalone(cls, names)` says whether a class is a model a user
 runs on its own, from the class and the installed transformers alone, by two
 general rules (never a list of names):
@@ -39,6 +45,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 from typing import Any
+
+from conformance.profiles import row_name, split_row
 
 SUFFIX = "ForConditionalGeneration"
 
@@ -74,6 +82,12 @@ class ModelInfo:
     declared: dict[str, Any] = field(hash=False, compare=False)
     aliases: tuple[str, ...] = ()
     not_standalone: str = ""  # why the class is not a model a user runs on its own ("" when it is one)
+    profile: Any = field(default=None, hash=False, compare=False)  # a profiles.Profile on a profile row, else None
+
+    @property
+    def class_name(self) -> str:
+        """The class's own name: the row's name without its profile."""
+        return split_row(self.name)[0]
 
     @property
     def is_image_text(self) -> bool:
@@ -217,7 +231,31 @@ def _discover() -> tuple[ModelInfo, ...]:
                 not_standalone=not_standalone(cls, tuple(names)),
             )
         )
-    return tuple(sorted(infos, key=lambda i: i.name))
+    return tuple(row for info in sorted(infos, key=lambda i: i.name) for row in (info, *profile_rows(info)))
+
+
+def profile_rows(info: ModelInfo) -> list[ModelInfo]:
+    """The rows of `info`'s checkpoint profiles (`conformance.profiles`), none for a class that is not standalone."""
+    import dataclasses
+
+    from conformance.profiles import profiles_of
+
+    if info.not_standalone or info.config_class is None:
+        return []
+    return [dataclasses.replace(info, name=row_name(info.name, p.name), aliases=(), profile=p,
+                                kind=_profile_kind(info, p))
+            for p in sorted(profiles_of(info.model_type), key=lambda p: p.name)]
+
+
+def _profile_kind(info: ModelInfo, profile) -> str:
+    """`info.kind`, encoder-decoder when one of the profile's sub-configs is (BLIP-2's Flan-T5)."""
+    from transformers import CONFIG_MAPPING
+
+    try:
+        enc_dec = any(CONFIG_MAPPING[t]().is_encoder_decoder for t in profile.sub_configs.values())
+    except Exception:  # an unknown model type: the tiny config says so when the row is built
+        return info.kind
+    return info.kind.replace("decoder-only", "encoder-decoder") if enc_dec else info.kind
 
 
 # --------------------------------------------------------------------------- row kind: standalone or not
@@ -346,8 +384,14 @@ def by_name() -> dict[str, ModelInfo]:
 
 
 def class_index() -> dict[str, str]:
-    """Every accepted class name (canonical names and aliases) -> its canonical name."""
-    return {name: info.name for name, info in by_name().items()}
+    """Every accepted row name -> its canonical name: class names and aliases, and for a profile row its name,
+    its profile's name and its checkpoint id (``--models llava-interleave``, ``--models llava-hf/*``)."""
+    index = {name: info.name for name, info in by_name().items()}
+    for info in discover():
+        if info.profile is not None:
+            index.setdefault(info.profile.name, info.name)
+            index.setdefault(info.profile.checkpoint, info.name)
+    return index
 
 
 def row_metadata(names) -> dict[str, dict]:
@@ -359,6 +403,7 @@ def row_metadata(names) -> dict[str, dict]:
         if info is None:
             continue
         rows[info.name] = {
+            **profile_metadata(info),
             "model_type": info.model_type,
             "modalities": list(info.modalities),
             "kind": info.kind,
@@ -367,6 +412,15 @@ def row_metadata(names) -> dict[str, dict]:
             "declared": info.declared,
         }
     return rows
+
+
+def profile_metadata(info: ModelInfo) -> dict:
+    """A profile row's own metadata: its class, profile name, checkpoint id and sub-config model types (the page
+    searches the checkpoint); nothing for a default row."""
+    if info.profile is None:
+        return {}
+    return {"class": info.class_name, "profile": info.profile.name, "checkpoint": info.profile.checkpoint,
+            "sub_configs": dict(info.profile.sub_configs)}
 
 
 def model_types() -> dict[str, str]:
@@ -391,9 +445,11 @@ def select_classes(patterns: list[str], index: dict[str, str], names: list[str],
                    types: dict[str, str] | None = None) -> list[str]:
     """The names of `names` (in their order) that `patterns` select: the one resolver of class names.
 
-    A pattern is a class name (or alias), a model type (`types`: canonical
-    name -> ``model_type``, e.g. ``llava``) or a glob over either
-    (``*Llava*``), all case-insensitive. `index` maps every accepted name to
+    A pattern is a row name (a class name or alias: the class's default row;
+    ``<ClassName>:<profile>``, a profile's name or its checkpoint id: that
+    profile's row), a model type (`types`: canonical name -> ``model_type``,
+    e.g. ``llava``: every row of that type, profiles included) or a glob over
+    any of them (``*Llava*``, ``llava-hf/*``), all case-insensitive. `index` maps every accepted name to
     its canonical name; no patterns means all of `names`. A pattern that
     selects nothing raises `NoMatch` (a LookupError) naming it and the
     nearest names (`suggest`). ``:ci`` stands for the gate version's CI

@@ -35,6 +35,21 @@ A comparison that is not of logits has its own kind in the same table
   logits' own row.
 
 A dtype a kind has no row for (float64, the witness) gets its float32 row.
+A quantized export is not judged elementwise: its logits carry the
+quantization's noise by design. `sqnr_bounds(dtype_name, kind)` is the
+band its signal-to-quantization-noise ratio (``20 log10(|expected| /
+|actual - expected|)``, dB, over every compared logit) must fall in, keyed
+as the rest of the table by (dtype, kind), kind ``quantized``
+(`SQNR_KINDS`): floor 30 dB, the bound PyTorch's own quantization numerics
+test asserts of a whole int8 model against its float model
+(``test/test_quantized_models.py``: "SQNR > 30 dB", "relative error 1e-3")
+and torchao asserts of whole quantized models (``compute_error(out_q, out)
+> 30``: its MoE and GPTQ tests); ceiling 98 dB, what 16-bit uniform
+quantization of a full-scale signal reaches (6.02 * 16 + 1.76): every
+quantizer of these columns is 8 bits or fewer, so logits closer to float
+than that were not quantized on their path (float32 reorderings alone give
+well above it). A dtype the kind has no row for gets its float32 row.
+
 No comparison elsewhere in the suite holds a tolerance constant of its own,
 and none asks for a dtype other than its run's
 (`conformance/meta/test_dtype_contracts.py` reads the code to keep it so).
@@ -73,6 +88,8 @@ KINDS = {
     "batch_repeat": {"float32": (1e-4, 0.0), "bfloat16": (LOW_PRECISION, RTOL["bfloat16"]),
                      "float16": (LOW_PRECISION, RTOL["float16"])},
 }
+# Quantized exports (see the module): kind -> dtype -> (floor, ceiling) of the SQNR in dB.
+SQNR_KINDS = {"quantized": {"float32": (30.0, 98.0)}}
 NEAR_EDGE = 2.0
 # Worst difference against the reference, against a forward without cache, between two calls of one program.
 COMPARISON_METRICS = ("max_abs_diff", "max_abs_diff_no_cache", "repeat_diff")
@@ -104,6 +121,24 @@ def tolerance(dtype_name: str, backend: str) -> Tolerance:
         return Tolerance(*KINDS[backend].get(name, KINDS[backend]["float32"]))
     atol = LOW_PRECISION if name in LOW_PRECISION_DTYPES else FLOAT32.get(backend, FLOAT32_OTHER)
     return Tolerance(atol, RTOL.get(name, RTOL["float32"]))
+
+
+@dataclass(frozen=True)
+class SqnrBounds:
+    """A quantized output's SQNR against its float reference must be in ``[floor_db, ceiling_db]``: below, the
+    quantization destroyed the numbers; above, nothing on their path was quantized."""
+
+    floor_db: float
+    ceiling_db: float
+
+    def __str__(self) -> str:
+        return f"[{self.floor_db:g}, {self.ceiling_db:g}] dB"
+
+
+def sqnr_bounds(dtype_name: str, kind: str = "quantized") -> SqnrBounds:
+    """The SQNR band of a kind of quantized comparison (`SQNR_KINDS`) at a dtype (its float32 row by default)."""
+    rows = SQNR_KINDS[kind]
+    return SqnrBounds(*rows.get(_dtype(dtype_name), rows["float32"]))
 
 
 def near_edge(ratio: float | None, passed: bool) -> bool:

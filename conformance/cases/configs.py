@@ -15,6 +15,9 @@ Contracts:
   None when there is none.
 * `with_sub_configs(config)` is `config` and, breadth first, every
   sub-config nested in it.
+* `is_encoder_decoder(config)` is whether the model's language part is an
+  encoder-decoder: the config says so, or its text config (or vocabulary
+  config) does (InstructBLIP on Flan-T5: its own config does not say it).
 * `placeholder_id(config, names, attribute)` is the media placeholder token
   id the model scatters features into: `attribute` when a fixture names it,
   else the first int among `names` on the config or its vocabulary config;
@@ -49,6 +52,11 @@ def vocabulary_config(config):
     subs = [v for v in vars(config).values() if hasattr(v, "to_dict") and getattr(v, "vocab_size", None)]
     named = [v for k, v in vars(config).items() if k == "decoder" and v in subs]
     return (named or subs or [text or config])[0]
+
+
+def is_encoder_decoder(config) -> bool:
+    return any(bool(getattr(cfg, "is_encoder_decoder", False))
+               for cfg in (config, text_config(config), vocabulary_config(config)))
 
 
 def first_value(configs, names: tuple[str, ...]) -> Any:

@@ -10,6 +10,8 @@ A model fixture holds what the generic rules cannot infer, never code::
     strategy = "patches_grid"
     [samples.processor] # strategy "processor" only (see conformance.cases.processors)
     kwargs = { num_additional_image_tokens = 1 }
+    [[profile]]         # a checkpoint family's row (conformance.profiles)
+    name = "llava-interleave"
 
 Contract: `model_fixture(model_type)` returns the parsed fixture or None.
 A file with an unknown key or a malformed value raises `FixtureError` with
@@ -30,11 +32,11 @@ from typing import Any
 
 import tomllib
 
-from conformance import locations
+from conformance import locations, profiles
 
 MODELS_DIR = locations.MODELS
 
-TOP_KEYS = {"about", "link", "config", "samples"}
+TOP_KEYS = {"about", "link", "config", "samples", "profile"}
 SAMPLE_KEYS = {
     "strategy",         # name of a strategy in conformance.cases.strategies
     "image_size",       # pixel size of sample images (int or [h, w])
@@ -129,8 +131,20 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
     if bad:
         raise FixtureError(f"{path}: unknown key 'samples.{sorted(bad)[0]}'; allowed: {sorted(SAMPLE_KEYS)}")
     _check_processor_table(path, samples.get("processor"))
+    try:
+        found = profiles.parse(path, data)
+    except profiles.ProfileError as exc:
+        raise FixtureError(str(exc)) from None
+    for profile in found:
+        bad = set(profile.samples) - SAMPLE_KEYS
+        if bad:
+            raise FixtureError(f"{path}: [[profile]] {profile.name}: unknown key 'samples.{sorted(bad)[0]}'; "
+                               f"allowed: {sorted(SAMPLE_KEYS)}")
+        _check_processor_table(path, profile.samples.get("processor"))
     if check_model_type:
         _check_name(path)
+        for profile in found:
+            _check_profile_types(path, profile)
     return ModelFixture(
         path=path,
         about=data["about"],
@@ -138,6 +152,14 @@ def load_model_fixture(path: Path, check_model_type: bool = True) -> ModelFixtur
         config=_flatten(data.get("config", {})),
         samples=dict(samples),
     )
+
+
+def _check_profile_types(path: Path, profile) -> None:
+    """FixtureError unless each sub-config of `profile` names a model type the installed transformers has."""
+    for key, model_type in profile.sub_configs.items():
+        if not installed_model_type(model_type):
+            raise FixtureError(f"{path}: [[profile]] {profile.name}: sub_configs.{key} = {model_type!r} is no model "
+                               "type of the installed transformers; write a config's model_type")
 
 
 def _check_processor_table(path: Path, table: Any) -> None:

@@ -161,8 +161,19 @@ def left_pad(rows: list[list[int]], pad: int) -> tuple[torch.Tensor, torch.Tenso
 
 
 def recipe_for(tiny: TinyModel) -> dict[str, Any]:
+    """The sample recipe of the fixture's ``[samples]``; a checkpoint profile's row has its ``[profile.samples]``
+    merged over it (tables key by key: a profile's ``processor.kwargs`` changes the kwargs it names)."""
     fixture = model_fixture(tiny.info.model_type)
-    return dict(fixture.samples) if fixture else {}
+    recipe = dict(fixture.samples) if fixture else {}
+    profile = tiny.info.profile
+    return _merged(recipe, profile.samples) if profile is not None else recipe
+
+
+def _merged(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for key, value in over.items():
+        out[key] = _merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 def auto_strategy(ctx: SampleContext) -> str:

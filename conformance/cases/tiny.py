@@ -1,7 +1,9 @@
 """Stage 2a, build: shrink a class's default config to a tiny one and build it.
 
 Contract of `tiny_config(info)`: start from ``config_class()`` (the library's
-own defaults), shrink it generically with `shrink_tree`, then apply the data
+own defaults; for a checkpoint profile's row, `profile_tree`: each sub-config
+the profile names replaced by its model type's defaults, then the checkpoint's
+fields of ``[profile.config]`` set), shrink it generically with `shrink_tree`, then apply the data
 in ``fixtures/models/<model_type>.toml`` (section ``[config]``, dotted keys; a
 key transformers renamed between supported versions, `fixtures/versions.toml`
 [renamed_config_keys], is applied under the installed version's name).
@@ -575,12 +577,37 @@ def _fill_unset_subconfigs(info: ModelInfo, tree: dict) -> None:
                 continue
 
 
+def profile_tree(profile, tree: dict) -> dict:
+    """The full-size config tree of a checkpoint profile (`conformance.profiles.Profile`) from the class's default
+    `tree`: each of its `sub_configs` the defaults of that model type's config class, then its `config` fields and
+    its `unset` ones (None, the checkpoint's null) (dotted keys, a renamed key under the installed version's name). A model type the installed transformers
+    lacks, or a field whose parent table the tree lacks, raises ValueError naming the profile and the fix."""
+    from transformers import CONFIG_MAPPING
+
+    tree = copy.deepcopy(tree)
+    where = f"fixtures/models/{profile.model_type}.toml [[profile]] {profile.name}"
+    for key, model_type in profile.sub_configs.items():
+        if model_type not in CONFIG_MAPPING:
+            raise ValueError(f"{where}: sub_configs.{key} = {model_type!r} is no model type of the installed "
+                             "transformers; write a config's model_type")
+        tree[key] = CONFIG_MAPPING[model_type]().to_dict()
+    for dotted, value in [*profile.config.items(), *((key, None) for key in profile.unset)]:
+        try:
+            set_dotted(tree, installed_key_path(tree, dotted), value)
+        except KeyError:
+            raise ValueError(f"{where}: config key {dotted!r} has no parent table in the config; "
+                             "name an existing sub-config") from None
+    return tree
+
+
 def tiny_config(info: ModelInfo) -> TinyModel:
     """The tiny config of `info`'s class (see the module docstring)."""
     if info.config_class is None:
         raise RuntimeError(f"{info.name} declares no config_class")
     default = info.config_class()
     tree = default.to_dict()
+    if info.profile is not None:
+        tree = profile_tree(info.profile, tree)
     _fill_unset_subconfigs(info, tree)
     tree = shrink_tree(tree)
     fixture = model_fixture(info.model_type)

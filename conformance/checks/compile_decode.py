@@ -43,6 +43,7 @@ from transformers import LogitsProcessor, LogitsProcessorList
 from transformers.cache_utils import Cache
 
 from conformance.cases.case import Case
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common.backend import blame_backend
 from conformance.checks.common.cache import cache_kwarg, generate_inputs, greedy, static_cache
 from conformance.checks.common.compare import judge_close, logits_of, max_abs_diff
@@ -176,7 +177,7 @@ def _compile_config(backend: str):
 
 def _cache_kwargs(model: torch.nn.Module, decoder: torch.nn.Module, prefill: dict) -> dict:
     """The static cache generate would use: ours for decoder-only, generate's own for encoder-decoder."""
-    if getattr(model.config, "is_encoder_decoder", False):
+    if is_encoder_decoder(model.config):
         return {"cache_implementation": "static"}
     first = next(v for k, v in prefill.items() if k in ("input_ids", "inputs_embeds") and v is not None)
     cache = static_cache(decoder, _sequence_length(prefill) + NEW_TOKENS, batch_size=first.shape[0])

@@ -32,6 +32,7 @@ import torch
 from torch.utils import _pytree as pytree
 
 from conformance.cases.case import Case
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common.generation import PART_INPUTS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
 from conformance.checks.common.registry import check, declared_tolerance
@@ -93,7 +94,7 @@ def _kwarg_order(in_spec) -> list[str]:
 @check("executorch", column=100, compares=("max_abs_diff",), tolerance="export", requires=("executorch", "torchao"),
        extra="executorch")
 def check_executorch(case: Case) -> dict:
-    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+    if is_encoder_decoder(case.tiny.config) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
     metrics: dict = {"new_tokens": NEW_TOKENS}
 

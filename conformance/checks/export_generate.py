@@ -60,6 +60,7 @@ from __future__ import annotations
 import torch
 
 from conformance.cases.case import Case
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common.compare import judge_close, logits_of
 from conformance.checks.common.generation import NEW_TOKENS, ExportedGeneration, eager_generation
 from conformance.checks.common.outcome import ContractViolation, NotApplicable
@@ -69,7 +70,7 @@ from conformance.checks.common.shapes import dynamic_inputs
 
 
 def not_decoder_only(case: Case) -> None:
-    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+    if is_encoder_decoder(case.tiny.config) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
 
 

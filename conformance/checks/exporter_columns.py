@@ -4,7 +4,8 @@
 quantizer); this module registers one check per row: its id, number and tolerance from the row, its packages
 and extra (or opt-in group) from its backend (`exporter_table.registration`), its contract from
 `exporter_table.contract` (the check function's docstring, what `registry.description` and the reader see).
-A forward row runs `exporters.export_forward`, a generate row `exporters.export_generation`, on its backend.
+A forward row runs `exporters.export_forward`, a generate row `exporters.export_generation`, on its backend; a
+row with a quantizer runs `quantized.export_forward` / `quantized.export_generation` with it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 from typing import Callable
 
 from conformance.cases.case import Case
-from conformance.checks.common import exporter_table, exporters
+from conformance.checks.common import exporter_table, exporters, quantized
 from conformance.checks.common.registry import check
 
-RUNS = {"forward": "export_forward", "generate": "export_generation"}  # a row's part -> its function in `exporters`
+# A row's part -> its function in `exporters` (the float export) or `quantized` (a row with a quantizer).
+RUNS = {"forward": "export_forward", "generate": "export_generation"}
 
 
 def register(row: exporter_table.Column) -> Callable[[Case], dict]:
@@ -23,12 +25,14 @@ def register(row: exporter_table.Column) -> Callable[[Case], dict]:
     run = RUNS[row.part]
 
     def check_exporter_column(case: Case) -> dict:
+        if row.quantizer:
+            return getattr(quantized, run)(case, row)
         return getattr(exporters, run)(case, row.backend)
 
     check_exporter_column.__name__ = check_exporter_column.__qualname__ = f"check_{row.id}"
     check_exporter_column.__doc__ = exporter_table.contract(row)
     return check(row.id, column=row.number, tolerance=row.tolerance,
-                 **exporter_table.registration(row.backend))(check_exporter_column)
+                 **exporter_table.row_registration(row))(check_exporter_column)
 
 
 for _row in exporter_table.COLUMNS:

@@ -44,6 +44,7 @@ from typing import Callable
 import torch
 
 from conformance.cases.case import Case
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common.generation import (
     MEDIA_PARTS,
@@ -128,7 +129,7 @@ def ort_runner(sessions: dict[str, _onnx.OrtProgram]) -> Callable:
 @check("onnx_generate", column=96, compares=("max_abs_diff",), tolerance="export", requires=_onnx.PACKAGES,
        extra=_onnx.EXTRA)
 def check_onnx_generate(case: Case) -> dict:
-    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+    if is_encoder_decoder(case.tiny.config) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not split by this check")
     metrics: dict = {"new_tokens": NEW_TOKENS}
     with tempfile.TemporaryDirectory(prefix="conformance-onnx-generate-") as folder:

@@ -36,12 +36,13 @@ PRIORITY = ("backend", "device", "dtype", "torch")  # the key a list of values g
 
 
 def recorded(file_conditions: dict, entry: Expectation | None, run: dict, value: Expectation | None,
-             where: str) -> Expectation | None:
-    """`entry` rewritten to give `value` under `run` and what it gave elsewhere (see the module)."""
+             where: str, axes: tuple[str, ...] = ()) -> Expectation | None:
+    """`entry` rewritten to give `value` under `run` and what it gave elsewhere (see the module). `axes`: keys on
+    which the run stands apart even where no condition names them yet (a torch axis's run: its torch)."""
     tables = [] if entry is None else [{**file_conditions, **t} for t in
                                        (entry.conditions if isinstance(entry.conditions, list) else [entry.conditions])]
     named = [file_conditions, *tables, *(o.conditions for o in (entry.overrides if entry else ()))]
-    keys = sorted({key for conditions in named for key in conditions}, key=_priority)
+    keys = sorted({key for conditions in named for key in conditions} | set(axes), key=_priority)
     domain = {key: sorted({v for c in named if key in c for v in values(c[key])} | {run[key]}) + [OTHER]
               for key in keys}
     given = {}  # every point of the entry's conditions, over the keys they name -> its expectation there

@@ -10,7 +10,10 @@ Contract of `update_expectations(run_path, path=None) -> Path`:
   conditions name) choose which part of each entry it rewrites
   (`conformance.gate.rewrite.recorded`): an inductor run changes what the
   entries say under inductor, an eager run what they say under eager, and
-  nothing else; one entry a cell, never a second. The same for dtype: a
+  nothing else; one entry a cell, never a second. A run of a torch axis
+  (fixtures/versions.toml's `torch`) changes what they say on its torch
+  (major.minor) only: ``conditions = { torch = "2.14" }``, a ``[[cell.when]]
+  torch = "2.14"``. The same for dtype: a
   bfloat16 run whose cell fails with the float32 fingerprint widens the
   entry (``conditions = { dtype = ["bfloat16", "float32"] }``), one whose
   fingerprint differs adds a ``[[cell.when]] dtype = "bfloat16"``, and a
@@ -39,6 +42,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from conformance import versions
 from conformance.fingerprints import Fingerprint, FingerprintError
 from conformance.gate.conditions import conditions_of, matches
 from conformance.gate.expectations import (
@@ -73,6 +77,13 @@ def _target(envelope: dict, run: dict, path: Path | None) -> ExpectationsFile:
     return read(main) if main.exists() else ExpectationsFile(main, _file_conditions(run), {})
 
 
+def _axes(environment: dict) -> tuple[str, ...]:
+    """The keys a run stands apart on though no condition names them: ``torch`` for a run of a torch axis
+    (fixtures/versions.toml), so that it rewrites what the entries say on its torch only."""
+    version = versions.of_environment(str(environment.get("transformers", "")), str(environment.get("torch", "")))
+    return ("torch",) if version is not None and version.torch else ()
+
+
 def _file_conditions(run: dict) -> dict:
     return {key: run[key] for key in ("device", "dtype", "backend")}
 
@@ -93,6 +104,7 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
                                 f"({', '.join(env['dtypes'])}); update from each dtype's own run file "
                                 "(e.g. the job list's plain~bf16 and inductor~bf16 envelopes)")
     run = conditions_of(env)
+    axes = _axes(env)
     file = _target(envelope, run, Path(path) if path else None)
     updated = dict(file.cells)
     for model, row in envelope["models"].items():
@@ -104,7 +116,7 @@ def update_expectations(run_path: Path | str, path: Path | str | None = None) ->
             value = _listed(cell, old, old or entry, key, run_path)
             if old is None and value is None or None not in (old, value) and same(old, value):
                 continue
-            edited = recorded(file.conditions, entry, run, value, f"{file.path}: cell {model} / {check_id}")
+            edited = recorded(file.conditions, entry, run, value, f"{file.path}: cell {model} / {check_id}", axes)
             if edited is None:
                 updated.pop(key, None)
             else:

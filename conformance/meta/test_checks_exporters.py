@@ -182,7 +182,9 @@ def test_a_planted_bug_turns_the_cell_red_naming_the_bug(check_id, model, media,
 
 
 def test_every_exporter_column_has_planted_bugs():
-    columns = {check_id for check_id in load_all() if check_id.startswith("exporter_")}
+    """The float columns' (the quantized columns' are `test_checks_quantized`'s)."""
+    quantized = {row.id for row in exporter_table.COLUMNS if row.quantizer}
+    columns = {check_id for check_id in load_all() if check_id.startswith("exporter_")} - quantized
     assert columns == {f"exporter_{b}_{s}" for b in BACKENDS for s in ("forward", "generate")}
     assert columns <= {check_id for check_id, *_ in PLANTED}
 
@@ -198,7 +200,12 @@ def test_the_exporter_columns_are_the_rows_of_one_table():
         spec, backend = checks[row.id], exporter_table.BACKENDS[row.backend]
         assert spec.module == "conformance.checks.exporter_columns", spec.module
         assert (spec.column, spec.tolerance) == (row.number, "export")
-        assert (spec.requires, spec.extra, spec.opt_in) == (backend.requires, backend.extra, backend.opt_in)
+        registration = exporter_table.row_registration(row)
+        assert (spec.requires, spec.extra, spec.opt_in) == (registration.get("requires", ()),
+                                                            registration.get("extra", ""),
+                                                            registration.get("opt_in", ""))
+        if row.quantizer:
+            assert spec.compares == () and set(backend.requires) <= set(spec.requires), spec
         assert spec.run.__name__ == f"check_{row.id}"
         contract = inspect.getdoc(spec.run)
         assert contract == exporter_table.contract(row).strip()
@@ -209,13 +216,16 @@ def test_the_exporter_columns_are_the_rows_of_one_table():
         exporter_table.column("exporter_nothing_forward")
 
 
-def test_a_row_names_a_known_backend_and_part_and_no_quantizer_yet():
+def test_a_row_names_a_known_backend_and_part_and_a_quantizer_it_takes():
     with pytest.raises(ValueError, match="backend one of"):
         exporter_table.Column("tensorrt", "forward", 200)
     with pytest.raises(ValueError, match="part one of"):
         exporter_table.Column("dynamo", "decode", 200)
-    with pytest.raises(ValueError, match="not implemented"):
-        exporter_table.Column("dynamo", "forward", 200, quantizer="pt2e")
+    with pytest.raises(ValueError, match="quantizer one of"):
+        exporter_table.Column("dynamo", "forward", 200, quantizer="ort_dynamic")
+    with pytest.raises(ValueError, match="quantizer one of"):
+        exporter_table.Column("onnx", "forward", 200, quantizer="gptq")
+    assert exporter_table.Column("onnx", "forward", 200, quantizer="ort_dynamic").id == "exporter_onnx_ort_dynamic_forward"
 
 
 def test_without_transformers_exporters_every_column_does_not_apply(monkeypatch):

@@ -21,7 +21,8 @@ column), ``median_seconds CHECK`` (of the cells that apply, one decimal),
 ``cell_minutes CHECK...`` (their seconds summed, in minutes, rounded),
 ``failing`` / ``fingerprinted`` (cells whose check failed, errored or timed
 out; those with a failure fingerprint), ``failing_kind CHECK KIND`` (a
-column's failing cells whose fingerprint is of that kind),
+column's failing cells whose fingerprint is of that kind), ``failing_at CHECK
+SITE`` (those whose fingerprint's site is SITE, ``module:qualname``),
 ``backends_disagree CHECK...`` (classes whose answer in CHECK differs from
 CHECK@inductor's, summed over the checks), ``disagreements`` (declared flags
 the observation contradicts, both ways: `render.flag_disagreements`),
@@ -89,6 +90,11 @@ def _failing_kind(envelope: dict, check: str, kind: str) -> int:
                for c in _column(envelope, check))
 
 
+def _failing_at(envelope: dict, check: str, site: str) -> int:
+    return sum(bool(c) and c["observed"] in FAILING and (c.get("fingerprint") or {}).get("where") == site
+               for c in _column(envelope, check))
+
+
 def _backends_disagree(envelope: dict, *checks: str) -> int:
     def differ(row, check):
         eager, inductor = row["cells"].get(check), row["cells"].get(f"{check}@inductor")
@@ -110,6 +116,7 @@ FIGURES = {
     "failing": lambda e: _failing(e, False),
     "fingerprinted": lambda e: _failing(e, True),
     "failing_kind": _failing_kind,
+    "failing_at": _failing_at,
     "backends_disagree": _backends_disagree,
     "disagreements": lambda e: sum(map(len, render.flag_disagreements(e))),
     "flags": _flags,
@@ -156,7 +163,7 @@ def test_the_docs_cite_no_figure_the_published_run_contradicts(published):
 
 def test_the_docs_that_cite_the_published_run_mark_their_figures():
     marked = {doc.name for doc in DOCS if OPEN in doc.read_text()}
-    assert {"findings.md", "onnx.md", "executorch.md", "speed.md"} <= marked
+    assert {"findings.md", "onnx.md", "executorch.md", "speed.md", "exporters.md", "README.md"} <= marked
 
 
 def test_a_contradicted_figure_is_named_with_the_value_to_write(published):
@@ -171,7 +178,7 @@ def test_a_contradicted_figure_is_named_with_the_value_to_write(published):
 
 
 def test_every_figure_computes_on_a_small_run():
-    from conformance.meta.test_page import rich_envelope
+    from conformance.meta.test_page import CALL_ORDER, rich_envelope
 
     envelope = rich_envelope()
     assert figure(envelope, "classes") == "4" and figure(envelope, "built") == "3"
@@ -189,6 +196,8 @@ def test_every_figure_computes_on_a_small_run():
     assert figure(envelope, "not_run build") == "(run)" and figure(envelope, "disagreements") == "2"
     assert figure(envelope, "failing_kind compile_prefill call_order") == "1"  # Beta's
     assert figure(envelope, "failing_kind compile_prefill graph_break") == "0"
+    assert figure(envelope, "failing_at compile_prefill " + CALL_ORDER["where"]) == "1"  # Beta's
+    assert figure(envelope, "failing_at compile_decode " + CALL_ORDER["where"]) == "0"
     assert figure(envelope, "backends_disagree compile_prefill") == "0"  # no @inductor column
     cells = envelope["models"]["AlphaForConditionalGeneration"]["cells"]
     cells["compile_prefill@inductor"] = dict(cells["build"])  # passes under inductor, fails under eager
@@ -196,7 +205,7 @@ def test_every_figure_computes_on_a_small_run():
     assert figure(envelope, "backends_disagree compile_prefill compile_decode") == "1"
     assert set(FIGURES) == {"classes", "built", "checks", "cells", "pass_rate", "env", "not_run", "median_seconds",
                             "cell_minutes", "failing", "fingerprinted", "disagreements", "flags", "left_alone",
-                            "flags_backend", "failing_kind", "backends_disagree"}
+                            "flags_backend", "failing_kind", "failing_at", "backends_disagree"}
 
 
 def test_docs_name_no_machine_path_and_no_pythonpath_workaround():

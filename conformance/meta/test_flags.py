@@ -109,6 +109,16 @@ def test_advice_sets_only_unambiguous_disagreements():
     assert advice["AlphaForConditionalGeneration"].cause.startswith("data_dependent_guard-")
 
 
+def test_a_checkpoint_profile_s_row_gets_no_advice_of_its_own():
+    """The class's flags are advised from its default row; a profile's differing verdict is a finding."""
+    profile = {**row(True, failed(GUARD, "data_dependent_guard", where="m:f")),
+               "class": "FineForConditionalGeneration", "profile": "other", "checkpoint": "org/other"}
+    rows = {"FineForConditionalGeneration": ROWS["FineForConditionalGeneration"],
+            "FineForConditionalGeneration:other": profile}
+    advice = by_model(flag_advice.advise([make_run(rows)], ["run.json"]))
+    assert set(advice) == {"FineForConditionalGeneration"} and advice["FineForConditionalGeneration"].action == "agrees"
+
+
 def test_advice_reads_run_files_without_fingerprints_by_their_reason():
     rows = copy.deepcopy(ROWS)
     for item in rows.values():

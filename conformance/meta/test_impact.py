@@ -249,6 +249,16 @@ def test_a_config_default_sub_model_counts():
     assert "PaliGemmaForConditionalGeneration" in impact.impacted_classes(["transformers/models/siglip/modeling_siglip.py"])
 
 
+def test_a_checkpoint_profile_s_sub_models_count_for_its_row_only():
+    # LLaVA-Interleave's text model is Qwen2 (fixtures/models/llava.toml [[profile]]); Llava's default is Llama.
+    chosen = impact.impacted_classes(["transformers/models/qwen2/modeling_qwen2.py"])
+    assert "LlavaForConditionalGeneration:llava-interleave" in chosen
+    assert "LlavaForConditionalGeneration" not in chosen
+    # A change to the class's own file is a change to every row of it.
+    assert {"LlavaForConditionalGeneration", "LlavaForConditionalGeneration:llava-interleave"} <= impact.impacted_classes(
+        ["transformers/models/llava/modeling_llava.py"])
+
+
 def test_installed_shared_and_outside_files(monkeypatch):
     from conformance.discover import discover
 

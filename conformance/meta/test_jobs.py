@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from conformance import locations
-from conformance.checks.common import registry
+from conformance.checks.common import exporter_table, registry
 from conformance.meta.fake_cases import conftest
 from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
@@ -146,7 +146,7 @@ def JobFilesOf(root: Path, joblist: dict, group: str) -> job_run.JobFiles:
 def test_the_groups_are_the_registry_s_columns():
     groups = {g.name: g for g in joblists.column_groups()}
     assert list(groups) == ["plain", "inductor", "dynamic", "exporters", "aoti", "onnx", "executorch",
-                            "openvino", "plain~bf16", "inductor~bf16", "plain~fp16", "inductor~fp16"]
+                            "openvino", "quantized", "plain~bf16", "inductor~bf16", "plain~fp16", "inductor~fp16"]
     plain = [c.id for c in registry.load_all().values() if not c.opt_in and not c.extra]
     assert list(groups["plain"].checks) == plain and "build" in plain and "compile_dynamic" not in plain
     assert groups["inductor"].pytest_args() == ["--checks", "compile_prefill,compile_decode", "--backend", "inductor"]
@@ -158,6 +158,8 @@ def test_the_groups_are_the_registry_s_columns():
     assert groups["executorch"].pytest_args() == ["--checks", "executorch,exporter_executorch_forward,"
                                                               "exporter_executorch_generate", "--cell-timeout", "900"]
     assert groups["openvino"].pytest_args() == ["--checks", "exporter_openvino_forward,exporter_openvino_generate"]
+    quantized = [row.id for row in exporter_table.COLUMNS if row.quantizer]
+    assert groups["quantized"].pytest_args() == ["--checks", ",".join(quantized), "--cell-timeout", "900"]
 
 
 

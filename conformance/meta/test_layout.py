@@ -22,7 +22,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1]
 STAGES = ("nouns", "discover", "cases", "checks", "report", "select", "gate", "run", "tools")
 NOUNS = ("conformance", "conformance.columns", "conformance.fingerprints", "conformance.locations",
-         "conformance.reasons", "conformance.tolerances", "conformance.verdicts", "conformance.versions")
+         "conformance.profiles", "conformance.reasons", "conformance.tolerances", "conformance.verdicts", "conformance.versions")
 
 
 def stage_of(module: str) -> str | None:

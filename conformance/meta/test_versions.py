@@ -29,7 +29,11 @@ def test_every_supported_version_is_a_tox_env_pinned_by_its_constraints():
     tox.read(ROOT / "tox.ini")
     envs = [e.strip() for e in tox["tox"]["env_list"].split(",")]
     for entry in versions.supported():
-        assert entry.env in envs, f"tox.ini env_list lacks {entry.env}"
+        # A version CI leaves out (a torch axis on a CUDA build of gigabytes) is no default env either.
+        assert (entry.env in envs) == entry.ci, f"tox.ini env_list and {entry.env}'s ci = {entry.ci} disagree"
+        if entry.torch:
+            assert re.search(rf"^torch=={re.escape(entry.torch)}$", (ROOT / "constraints" / entry.constraints)
+                             .read_text(), re.M), entry.constraints
         pins = (ROOT / "constraints" / entry.constraints).read_text()
         assert re.search(rf"^transformers=={re.escape(entry.transformers)}$", pins, re.M), entry.constraints
         assert f"{entry.env}: -r {{tox_root}}/constraints/{entry.constraints}" in tox["testenv"]["deps"]
@@ -51,7 +55,7 @@ def test_the_image_text_classes_are_as_many_as_the_version_data_says():
     from conformance.discover import discover
 
     entry = _installed_or_skip()
-    assert sum(info.is_image_text for info in discover()) == entry.image_text_classes
+    assert sum(info.is_image_text for info in discover() if info.profile is None) == entry.image_text_classes
 
 
 def test_fixture_model_types_missing_here_are_listed_exactly():
@@ -112,7 +116,7 @@ def test_the_readme_s_test_command_gates_the_ci_classes():
 def test_the_command_lists_the_versions_and_what_ci_runs(capsys):
     assert cli.main(["versions", "--ci"]) == 0
     lines = [line.split() for line in capsys.readouterr().out.splitlines()]
-    others = [v for v in versions.supported() if not v.is_gate]
+    others = [v for v in versions.supported() if not v.is_gate and v.ci]
     assert [(env, constraints) for env, constraints, _ in lines] == [(v.env, v.constraints) for v in others]
     assert all(models.split(",") == list(versions.ci_models()) for *_, models in lines)
     assert cli.main(["versions"]) == 0
@@ -121,7 +125,7 @@ def test_the_command_lists_the_versions_and_what_ci_runs(capsys):
 
 def test_ci_runs_the_version_matrix_from_the_data():
     script = (ROOT / ".ci" / "run").read_text()
-    assert "conformance versions --ci" in script and '--models "$models"' in script
+    assert "conformance versions --ci" in script and '--models "$models,$sample"' in script
 
 
 GOOD = ('[[version]]\ntransformers = "5.24.0"\nenv = "gate"\nconstraints = "gate.txt"\nimage_text_classes = 1\n'
@@ -135,6 +139,10 @@ GOOD = ('[[version]]\ntransformers = "5.24.0"\nenv = "gate"\nconstraints = "gate
     (GOOD.replace("models", "classes"), r"\[ci\] must hold models"),
     (GOOD + "[renamed_config_keys]\na = 1\n", r"renamed_config_keys\.a must be the key's other name"),
     ("version = [", "not valid TOML"),
+    (GOOD + GOOD.split("[ci]")[0], r"two \[\[version\]\] entries are 5\.24; give the torch axis its torch"),
+    (GOOD + GOOD.split("[ci]")[0].replace("5.24.0", "5.23.0").replace('"gate"', '"t"') + 'torch = "2.14.1"\n',
+     r"t: a torch axis of transformers 5\.23\.0, which has no entry on the suite's own torch"),
+    (GOOD.replace("image_text_classes = 1", "image_text_classes = 1\nci = 0"), r"torch must be a release"),
 ])
 def test_a_bad_versions_file_is_one_line(tmp_path, text, message):
     path = tmp_path / "versions.toml"
@@ -147,3 +155,35 @@ def test_a_bad_versions_file_is_one_line(tmp_path, text, message):
 def test_the_good_file_parses():
     path_data = versions.load(locations.VERSIONS)
     assert path_data.versions[0].is_gate and versions.renamed_config_keys()["rope_parameters"] == "rope_scaling"
+
+
+TORCH_AXIS = GOOD + ('[[version]]\ntransformers = "5.24.0"\ntorch = "2.14.1"\nenv = "torch214"\n'
+                     'constraints = "torch214.txt"\nimage_text_classes = 1\nci = false\n')
+
+
+def test_a_torch_axis_is_its_own_version_of_the_same_transformers(tmp_path, monkeypatch):
+    """The gate's entry sorts first; a run's torch picks its entry (else the one on the suite's own torch), and the
+    version's key says which torch where it is not the suite's."""
+    path = tmp_path / "versions.toml"
+    path.write_text(TORCH_AXIS)
+    data = versions.load(path)
+    assert [(v.env, v.key, v.ci) for v in data.versions] == [("gate", "5.24", True),
+                                                             ("torch214", "5.24 · torch 2.14", False)]
+    monkeypatch.setattr(versions, "supported", lambda: data.versions)
+    assert versions.of_environment("5.24.0", "2.14.1+cu130").env == "torch214"
+    assert versions.of_environment("5.24.0", "2.13.0+cpu").env == "gate"
+    assert versions.of_environment("5.24.0", "2.11.0").env == "gate"
+    assert versions.of_environment("5.23.0", "2.14.1") is None
+
+
+def test_a_torch_axis_run_is_published_in_its_own_folder(monkeypatch):
+    from conformance.tools import publishing
+
+    def run(torch):
+        return {"environment": {"transformers": "5.24.0", "torch": torch}}
+
+    axis = next((v for v in versions.supported() if v.torch), None)
+    if axis is None:
+        pytest.skip("fixtures/versions.toml lists no torch axis")
+    assert publishing.version_folder(run(axis.torch + "+cu130")) == Path("reports") / axis.env
+    assert publishing.version_folder(run("2.13.0+cpu")) is None  # the gate's: reports/matrix.json

@@ -55,7 +55,8 @@ def path_of(envelope: dict, column: str) -> str:
     return check
 
 
-def _state(answers: list[str]) -> str:
+def state(answers: list[str]) -> str:
+    """The state of a path whose cells answer `answers` (`answer.answer`): see `states`."""
     applicable = [a for a in answers if a not in ("na", "notrun")]
     if not applicable:
         return "na" if "na" in answers else "notrun"
@@ -77,7 +78,7 @@ def paths(envelope: dict) -> list[tuple[str, list[str]]]:
 def states(envelope: dict, name: str) -> list[str]:
     """The class's state on each path of `paths(envelope)`: works, partly, broken, nocheck, na or notrun."""
     cells = envelope["models"].get(name, {}).get("cells", {})
-    return [_state([answer(cells.get(c))[0] for c in ids]) for _, ids in paths(envelope)]
+    return [state([answer(cells.get(c))[0] for c in ids]) for _, ids in paths(envelope)]
 
 
 def _cut(text: str, limit: int = REASON_LIMIT) -> str:

@@ -37,7 +37,9 @@ Contracts:
   per group (`render_group`), each ready to paste into an upstream issue,
   with its upstream `link`s where any was found
   (`conformance.report.repro_links`), ending with its cells and, per cell,
-  the expectation that lists it (its link when it has one).
+  the expectation that lists it (its link when it has one). After the table,
+  the checkpoint profiles' rows whose verdicts differ from their class's
+  default row, a line per cell (`conformance.report.profile_diff`).
 
 Torch-free: everything comes from the run files (and the expectation links
 the caller passes in).
@@ -51,6 +53,7 @@ from dataclasses import dataclass, field
 
 from conformance.checks.common import exporter_table
 from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
+from conformance.report import profile_diff
 from conformance.report.reproduce import reproducer
 from conformance.verdicts import FAILING
 
@@ -387,6 +390,7 @@ def render_findings(groups: list[Group], envelopes: list[dict], sources: list[st
         lines.append(f"| {index} | [`{g.id}`](#{g.id}) | {g.kind or '(reason)'} | {where} | {len(g.classes)} | "
                      f"{len(g.cells)} | {', '.join(g.checks)} |")
     lines += [""]
+    lines += profile_diff.render(envelopes)
     if upstream:
         lines += ["## Upstream findings", ""]
         for g in upstream:

@@ -33,6 +33,11 @@ run file older than fingerprints is read by the markers of its reason
 ``recompiled``, ``graph break``), and a reason without one is not the
 compiler's.
 
+A checkpoint profile's row (`conformance.profiles`) is the same class under
+another config: it gets no advice of its own (the class's declaration is
+advised from its default row; where a profile's verdict differs, `conformance
+findings` says so).
+
 Several runs (of one transformers version): a flag whose observation depends
 on the dynamo backend (`columns.BACKEND_FLAGS`) is decided by a run whose
 `environment.backend` is `columns.PREFERRED_BACKEND` (inductor) where that
@@ -159,6 +164,8 @@ def advise_one(envelope: dict, source: str) -> dict[tuple[str, str], Advice]:
     advice = {}
     for flag, checks in flag_checks(envelope).items():
         for name, row in envelope["models"].items():
+            if row.get("profile"):  # a checkpoint profile's row: the class's flags are its default row's to advise
+                continue
             cells = observing_cells(envelope, row, flag, checks)
             evidence = _evidence(cells)
             if all(e.raw == "skip" for e in evidence):  # no cell, or none applies: nothing observed

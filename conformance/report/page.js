@@ -1,5 +1,6 @@
-// The matrix page's behaviour (conformance.report.page): filters, sorting, a cell's detail, a class's view, the
-// URL fragment that opens them. Loads nothing; text from the run file is only ever set with textContent.
+// The matrix page's behaviour (conformance.report.page): the first screen's search and deploy table, filters,
+// sorting, a cell's detail (with its history across transformers versions), a class's view, the URL fragment that
+// opens them. Loads nothing; text from the run file is only ever set with textContent.
 (function () {
   "use strict";
   const data = JSON.parse(document.getElementById("data").textContent);
@@ -17,6 +18,13 @@
   const checkHeaders = Array.from(table.querySelectorAll("thead th.check"));
   const rows = Array.from(tbody.rows);
   rows.forEach((tr, i) => { tr.dataset.i = i; });
+  const deploy = document.getElementById("deploy");
+  const deployRows = deploy ? Array.from(deploy.tBodies[0].rows) : []; // in data.names' order, as rows
+  const squash = (text) => text.toLowerCase().replace(/[^a-z0-9]/g, "");
+  const haystacks = data.names.map((name) => {
+    const hay = data.search[name] || name.toLowerCase();
+    return [hay, squash(hay)];
+  });
   const byId = (id) => document.getElementById(id);
   const short = (name) => data.classes[name].short;
 
@@ -35,8 +43,15 @@
   // -- filters: a row shows when it matches every filter (and is not internal, unless the toggle says so);
   //    the check filter also hides the other columns
 
+  // the search box: every word must be in the row's name, model_type, aliases or checkpoints, as typed or with
+  // only its letters and digits (qwen2-vl finds qwen2_vl)
+  function found(i, words) {
+    const [hay, squashed] = haystacks[i];
+    return words.every((word) => hay.includes(word) || (squash(word) && squashed.includes(squash(word))));
+  }
+
   function apply() {
-    const text = byId("f-text").value.trim().toLowerCase();
+    const words = byId("f-text").value.trim().toLowerCase().split(/\s+/).filter(Boolean);
     const check = byId("f-check").value, verdict = byId("f-verdict").value;
     const modality = byId("f-modality").value, family = byId("f-family").value, all = byId("f-all").checked;
     const visible = columns.map(([r, c]) => !check || data.runs[r].checks[c] === check);
@@ -48,9 +63,8 @@
     });
     let shown = 0;
     for (const tr of rows) {
-      const name = data.names[tr.dataset.i].toLowerCase(), fam = tr.dataset.family;
-      let show = (all || !tr.dataset.internal) &&
-        (!text || name.includes(text) || fam.toLowerCase().includes(text)) &&
+      const fam = tr.dataset.family;
+      let show = (all || !tr.dataset.internal) && found(Number(tr.dataset.i), words) &&
         (!family || fam === family) && (!modality || tr.dataset.modalities.split(" ").includes(modality));
       let any = !verdict;
       for (let i = 0; i < columns.length; i++) {
@@ -60,6 +74,7 @@
       }
       show = show && any;
       tr.hidden = !show;
+      if (deployRows[tr.dataset.i]) deployRows[tr.dataset.i].hidden = !show;
       if (show) shown++;
     }
     byId("shown").textContent = shown + " of " + rows.length + " classes";
@@ -182,13 +197,14 @@
     if (data.runs.length > 1) body.append(el("p", run.label, "run"));
     if (run.descriptions[check]) body.append(el("p", run.descriptions[check], "desc"));
     if (!cell) {
-      body.append(el("p", data.answers.notrun[1], "verdict a-notrun"));
+      body.append(el("p", data.answers.notrun[1], "verdict a-notrun"), ...historyNodes(name, check));
     } else {
       const [verdict, reason, seconds, metrics, expected] = cell;
       body.append(el("p", answerLine(cell), "verdict a-" + cell[ANSWER] + (cell[MARK] ? " m-" + cell[MARK] : "")));
       const said = verdict === "error" || verdict === "timeout" ? ": " + data.meanings[verdict][1] : "";
       body.append(el("p", "verdict " + verdict + said +
         (expected ? " · listed in fixtures/expectations as " + expected : ""), "raw"));
+      body.append(...historyNodes(name, check), ...pathNodes(name, r, check));
       if ((cell[CLOSE] || {}).gate) body.append(el("p", "the gate: " + cell[CLOSE].gate, "raw"));
       const close = closeness(cell);
       if (close) body.append(close);
@@ -215,9 +231,50 @@
     const more = el("p", null, "more");
     more.append(classLink(name));
     body.append(el("h4", "rerun this cell"), pre, copy, more);
-    select(td || tdOf(name, r, c));
+    select(td || tdOf(name, r, c), [name, check, r]);
     opened = [name, check, r];
     byId("detail").hidden = false;
+  }
+
+  // -- a cell's history: its answer on each published transformers version, and in words ("works since 5.23")
+
+  const HISTORY = { w: "works", b: "broken", c: "nocheck", n: "na", "-": "notrun" };
+  function historyOf(name, check) {
+    const h = data.history;
+    if (!h || !h.versions || !h.cells[name]) return null;
+    const c = h.columns.indexOf(check);
+    return c < 0 ? null : h.cells[name].split(" ")[c];
+  }
+
+  function historyNodes(name, check) {
+    const codes = historyOf(name, check);
+    if (!codes) return [];
+    const list = el("ol", null, "history");
+    data.history.versions.forEach((version, i) => {
+      const what = HISTORY[codes[i]], li = el("li", null, "h-" + what);
+      li.append(el("span", data.answers[what][0] || " ", "v a-" + what), " transformers " + version + ": " +
+        (what === "notrun" ? "not published" : data.answers[what][1]));
+      list.append(li);
+    });
+    return [el("h4", "across transformers versions"), el("p", data.history.phrases[codes], "history-phrase"), list];
+  }
+
+  // -- the other columns of the cell's deploy path (the first screen's column), each with its answer
+
+  function pathNodes(name, r, check) {
+    if (r !== data.deploy.run) return [];
+    const group = data.deploy.groups.find(([, checks]) => checks.includes(check));
+    if (!group || group[1].length < 2) return [];
+    const list = el("ul", null, "siblings");
+    for (const other of group[1]) {
+      const what = answerOf(name, r, other), li = el("li");
+      li.append(el("span", data.answers[what][0] || " ", "v a-" + what), " ");
+      li.append(other === check ? el("strong", other) : cellLink(name, other, r));
+      const codes = historyOf(name, other);
+      if (codes) li.append(el("span", " · " + data.history.phrases[codes], "history-phrase"));
+      list.append(li);
+    }
+    return [el("h4", "the path " + group[0] + ", column by column"), list];
   }
 
   // -- a class's view: what works on which path, and what to do about the rest
@@ -254,7 +311,7 @@
       for (const line of view.todo) todo.append(withCode(el("li"), line));
       body.append(todo);
     });
-    select(null);
+    select(null, [name]);
     const tr = rowOf(name);
     if (tr) tr.classList.add("opened");
     opened = [name];
@@ -269,14 +326,30 @@
   const GROUP_WORDS = { works: "works:", broken: "does not work:", nocheck: "could not check:",
                         na: "does not apply:", notrun: "not run:" };
 
-  function select(td) {
+  function select(td, where) {
     if (selected) selected.classList.remove("selected");
-    table.querySelectorAll("tr.opened").forEach((tr) => tr.classList.remove("opened"));
+    document.querySelectorAll("tr.opened, td.g.selected").forEach((node) => {
+      node.classList.remove("opened", "selected");
+    });
     selected = td || null;
-    if (selected) {
-      selected.classList.add("selected");
-      selected.scrollIntoView({ block: "nearest", inline: "nearest" });
+    if (selected) selected.classList.add("selected");
+    if (where) {
+      const group = where[1] && data.deploy.groups.find(([, checks]) => checks.includes(where[1]));
+      const row = deployRows[data.names.indexOf(where[0])];
+      if (row && group && where[2] === data.deploy.run) {
+        const g = row.querySelector('td.g[data-group="' + CSS.escape(group[0]) + '"]');
+        if (g) g.classList.add("selected");
+      }
+      if (row && !where[1]) row.classList.add("opened");
     }
+  }
+
+  // a deep link: the class's row on the first screen, in the middle of the window (the detail is in a corner),
+  // else the matrix's cell
+  function reveal(name, td) {
+    const row = deployRows[data.names.indexOf(name)];
+    if (row && !row.hidden) row.scrollIntoView({ block: "center" });
+    else if (td) td.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
   function copyText(pre, text, button) {
@@ -332,6 +405,14 @@
     td.title = cell ? answerLine(cell) + (cell[REASON] >= 0 ? "\n" + data.reasons[cell[REASON]].slice(0, 300) : "")
       : data.answers.notrun[1];
   });
+  if (deploy) deploy.tBodies[0].addEventListener("click", (event) => {
+    const link = event.target.closest("a");
+    if (!link) return;
+    event.preventDefault();
+    const name = data.names[deployRows.indexOf(link.closest("tr"))];
+    if (link.dataset.check) openCell(name, link.dataset.check, Number(link.dataset.run));
+    else { openClass(name); writeHash(); }
+  });
   byId("detail-close").addEventListener("click", hide);
   document.addEventListener("keydown", (event) => { if (event.key === "Escape") hide(); });
 
@@ -369,6 +450,7 @@
 
   function readHash() {
     const text = location.hash.replace(/^#/, "");
+    if (/^[a-z-]+$/.test(text) && byId(text) && byId(text).tagName === "SECTION") return; // a link to a section
     const [where, query] = [text.split("?")[0], text.split("?").slice(1).join("?")];
     const params = new URLSearchParams(query);
     for (const [key, id] of Object.entries(FILTERS)) {
@@ -386,11 +468,10 @@
       const run = runPart ? Number(runPart) - 1 : undefined;
       const r = run !== undefined ? run : data.runs.findIndex((x) => x.checks.includes(checkPart));
       const c = r >= 0 && data.runs[r] ? data.runs[r].checks.indexOf(checkPart) : -1;
-      if (c >= 0) { showCell(name, r, c); return; }
+      if (c >= 0) { showCell(name, r, c); reveal(name, tdOf(name, r, c)); return; }
     }
     openClass(name);
-    const tr = rowOf(name);
-    if (tr) tr.scrollIntoView({ block: "nearest" });
+    reveal(name, rowOf(name));
   }
   window.addEventListener("hashchange", readHash);
 
@@ -399,6 +480,8 @@
   function measure() {
     const runs = table.querySelector("thead tr.runs");
     table.style.setProperty("--runs-height", runs ? runs.getBoundingClientRect().height + "px" : "0px");
+    const top = document.getElementById("top"); // the sticky header: the first screen's table heads stick below it
+    document.documentElement.style.setProperty("--top-height", top ? top.getBoundingClientRect().height + "px" : "0px");
   }
   window.addEventListener("resize", measure);
   readHash();

@@ -6,12 +6,24 @@ Contracts:
   envelopes alone (a pure function: no clock, no filesystem but the page's
   own CSS and script beside this module). It loads nothing: the CSS, the
   script and the cells' data (as JSON) are inside, so it works offline and
-  from ``file://``. Top to bottom: the legend, each run's summary (a
-  headline, then a row per column: what it checks, its pass rate and
-  counts), the matrix (a row per class, a column per check and run, each
-  column header carrying its description on hover and its pass rate;
-  sortable and filterable by check, verdict or answer, modality and model
-  family), and the declared flags the checks contradict.
+  from ``file://``. Top to bottom: the first screen answers "does my model
+  work with my backend?": the question, a search box (every word in the
+  row's class name, model_type, aliases or checkpoint fields,
+  `search_text`; punctuation ignored) and a row per class with a column per
+  deploy path (`DEPLOY`: eager, compile, static cache, export, ONNX, AOTI,
+  ExecuTorch, OpenVINO, transformers' exporters; `deploy_group`), each cell
+  the class's state there (`class_view.state`) in the newest run
+  (`main_run`), linking to the column that says most (its first that does
+  not work). Below: the legend, each run's summary (a headline, then a row
+  per column: what it checks, its pass rate and counts), the matrix (a row
+  per class, a column per check and run, each column header carrying its
+  description on hover and its pass rate; sortable and filterable by check,
+  verdict or answer, modality and model family; the search box filters it
+  too), and the declared flags the checks contradict.
+* A cell's detail shows its history where the page has one (`history`: the
+  cell's answer on each published transformers version and in words,
+  "works since 5.23", "broke in 5.24"), and the other columns of its deploy
+  path with theirs.
 * A cell's first colour answers "does it work here?" and its glyphs add the
   gate's state (`answer.answer`: works ✓, does not work ✗ — known, or new
   ✗! —, the suite could not check it 🚧, does not apply –, not run; ↑ an
@@ -42,7 +54,8 @@ from html import escape
 from importlib import resources
 from typing import Sequence
 
-from conformance.report import answer, class_view, findings, flag_advice, render, summary
+from conformance import columns as column_ids, versions
+from conformance.report import answer, class_view, findings, flag_advice, history as cell_history, render, summary
 from conformance.report.reproduce import reproducer_template
 from conformance.verdicts import FAILING, VERDICTS
 
@@ -54,6 +67,26 @@ FILTER_VERDICTS = (("works", "✓ works"), ("broken", "✗ does not work (known 
 # A cell's closeness to its tolerance (where it records them) and the gate's note (why a listed cell is not xfail).
 EXTRA_FIELDS = ("tolerance", "worst_ratio", "gate")
 COUNTED = ("works", "broken", "nocheck", "na")
+# The first screen's columns, in order: the paths people deploy through, each the columns whose check id starts so (the
+# longest prefix that matches a column decides; a column no rule takes is only in the full matrix below).
+DEPLOY = (
+    ("eager", "the eager forward builds and runs (build)", ("build",)),
+    ("compile", "torch.compile: prefill, decode, dynamic shapes, each backend (compile_*)", ("compile_",)),
+    ("static cache", "generate with a static cache, as with a dynamic one (static_cache)", ("static_cache",)),
+    ("export", "torch.export: forward, dynamic shapes, strict, static cache, generation (export_*)", ("export_",)),
+    ("ONNX", "ONNX: torch.onnx and ONNX Runtime (export_onnx, onnx_generate), transformers.exporters' ONNX "
+             "backend (exporter_onnx_*)", ("export_onnx", "onnx_", "exporter_onnx_")),
+    ("AOTI", "AOTInductor packages served without Python (aoti_*)", ("aoti_",)),
+    ("ExecuTorch", "ExecuTorch (executorch) and transformers.exporters' ExecuTorch backend (exporter_executorch_*)",
+     ("executorch", "exporter_executorch_")),
+    ("OpenVINO", "transformers.exporters' OpenVINO backend (exporter_openvino_*)", ("exporter_openvino_",)),
+    ("exporters", "transformers.exporters' torch.export backend (exporter_dynamo_*; its other backends are under "
+                  "ONNX, ExecuTorch and OpenVINO)", ("exporter_",)),
+)
+STATE_GLYPHS = {"works": "✓", "partly": "◐", "broken": "✗", "nocheck": "🚧", "na": "–", "notrun": ""}
+STATE_WORDS = {"works": "works", "partly": "works in part", "broken": "does not work",
+               "nocheck": "the suite could not check it", "na": "does not apply", "notrun": "not run"}
+SEARCH_FIELDS = ("model_type", "aliases", "checkpoint", "checkpoints", "family")  # what the search box matches
 
 
 def _e(value) -> str:
@@ -87,6 +120,101 @@ def run_labels(envelopes: Sequence[dict], sources: Sequence[str]) -> list[str]:
 
 def short_name(name: str) -> str:
     return name[: -len(SUFFIX)] if name.endswith(SUFFIX) and name != SUFFIX else name
+
+
+def deploy_group(column: str) -> str:
+    """The first screen's column (`DEPLOY`'s label) that `column` belongs to; "" for none."""
+    check = column_ids.split(column)[0]
+    matches = [(len(start), label) for label, _, starts in DEPLOY for start in starts if check.startswith(start)]
+    return max(matches)[1] if matches else ""
+
+
+def deploy_groups(checks: Sequence[str]) -> list[tuple[str, str, list[str]]]:
+    """(label, what it covers, its columns of `checks`) per `DEPLOY` path that has a column here, in DEPLOY's order."""
+    found = [(label, about, [c for c in checks if deploy_group(c) == label]) for label, about, _ in DEPLOY]
+    return [group for group in found if group[2]]
+
+
+def search_text(name: str, row: dict) -> str:
+    """What the search box matches a row by, lower case: its class name, short name and `SEARCH_FIELDS`
+    (a string or a list of strings each; a checkpoint id like ``llava-hf/llava-1.5-7b-hf`` too)."""
+    words = [name, short_name(name)]
+    for field in SEARCH_FIELDS:
+        value = row.get(field)
+        words += [value] if isinstance(value, str) else [str(v) for v in value or () if v]
+    return " ".join(w for w in words if w).lower()
+
+
+def main_run(envelopes: Sequence[dict]) -> int:
+    """The run the first screen shows: the newest transformers (the first of equals)."""
+    def order(e: dict) -> tuple:
+        minor = versions.major_minor(str(e["environment"].get("transformers", "")))
+        return tuple(int(p) if p.isdigit() else -1 for p in minor.split("."))
+    keys = [order(e) for e in envelopes]
+    return keys.index(max(keys))
+
+
+def _group_target(cells: dict, group: list[str]) -> str:
+    """The column a first-screen cell opens: its first that does not work, else could not be checked, else works,
+    else its first."""
+    for wanted in ("broken", "nocheck", "works"):
+        for column in group:
+            if answer.answer(cells.get(column))[0] == wanted:
+                return column
+    return group[0]
+
+
+def _change_mark(history: dict, name: str, group: list[str]) -> tuple[str, str]:
+    """(the mark, its words) of what changed on the path in the newest version: ↓ a column broke, ↑ one works."""
+    broke, fixed = cell_history.latest_changes(history, name, group)
+    newest = history["versions"][-1] if history else ""
+    words = "; ".join(f"{what} {newest}: {', '.join(cols)}" for what, cols in (("broke in", broke),
+                                                                                ("works since", fixed)) if cols)
+    return ("↓" if broke else "↑" if fixed else ""), words
+
+
+def deploy_html(envelope: dict, run: int, rows: dict[str, dict], history: dict | None = None) -> str:
+    """The first screen's table: a row per class, a column per deploy path (`deploy_groups`), each cell the
+    class's state on that path (`class_view`'s states) linking to the cell that says most about it, marked ↓ where
+    a column of it broke in the newest published version, ↑ where one works since (where `history` ends with the
+    run's version)."""
+    groups = deploy_groups(envelope["checks"])
+    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
+    history = history if history and history["versions"][-1] == minor else {}
+    head = "".join(f'<th title="{_e(about)}" data-group="{_e(label)}">{_e(label)}</th>' for label, about, _ in groups)
+    body = []
+    for name, row in rows.items():
+        cells = envelope["models"].get(name, {}).get("cells", {})
+        tds = []
+        why = envelope["models"].get(name, {}).get("not_run", "") if not cells else ""
+        if why:  # a row the run could not check at all says why in one cell
+            tds.append(f'<td class="g s-notrun why" colspan="{len(groups)}">not run: {_e(why)}</td>')
+        for label, _, group in (() if why else groups):
+            answers = [answer.answer(cells.get(c))[0] for c in group]
+            state = class_view.state(answers)
+            applicable = [a for a in answers if a not in ("na", "notrun")]
+            works = sum(a == "works" for a in applicable)
+            count = f'<span class="n">{works}/{len(applicable)}</span>' if state == "partly" else ""
+            title = f"{label}: {STATE_WORDS[state]}" + (f" ({works} of {len(applicable)} columns)" if count else "")
+            mark, changed = _change_mark(history, name, group)
+            title += f"; {changed}" if changed else ""
+            count += f'<span class="chg">{mark}</span>' if mark else ""
+            target = _group_target(cells, group)
+            tds.append(f'<td class="g s-{state}" data-group="{_e(label)}" title="{_e(title)}">'
+                       f'<a href="#{_e(short_name(name))}/{_e(target)}" data-check="{_e(target)}" '
+                       f'data-run="{run}">{_e(STATE_GLYPHS[state])}{count}</a></td>')
+        hidden = ' data-internal="1" hidden' if answer.hidden_reason(name, row) else ""
+        body.append(f'<tr data-name="{_e(name)}"{hidden}><th class="name"><a href="#{_e(short_name(name))}">'
+                    f'{_e(short_name(name))}</a> <span class="type">{_e(row.get("model_type", ""))}</span></th>'
+                    f'{"".join(tds)}</tr>')
+    return (f'<table id="deploy"><thead><tr><th class="name">model <span class="type">model_type</span></th>{head}'
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table>')
+
+
+def state_keys_html() -> str:
+    return '<span class="keys">' + "".join(
+        f'<span class="key"><span class="g s-{state}">{_e(glyph or " ")}</span> {_e(STATE_WORDS[state])}</span>'
+        for state, glyph in STATE_GLYPHS.items() if state != "notrun") + "</span>"
 
 
 def cell_css(cell: dict | None) -> str:
@@ -266,13 +394,12 @@ def filters_html(envelopes: Sequence[dict], rows: dict[str, dict], hidden: int) 
     checks = list(dict.fromkeys(c for e in envelopes for c in e["checks"]))
     verdicts = list(FILTER_VERDICTS) + [(v, f"verdict {v}") for v in VERDICTS]
     return ('<form id="filters" onsubmit="return false">'
-            '<label>class <input id="f-text" type="search" placeholder="name or model_type"></label>'
             + select("check", "check", [(c, c) for c in checks])
             + select("verdict", "cells", verdicts)
             + select("modality", "modality", [(m, f"{m} ({n})") for m, n in sorted(modalities.items())])
             + select("family", "model family", [(f, f"{f} ({n})") for f, n in sorted(families.items())])
             + f'<label><input id="f-all" type="checkbox"> show internal and not-standalone classes ({hidden})</label>'
-            + f'<output id="shown">{len(rows) - hidden} of {len(rows)} classes</output></form>')
+            + '<span class="note">(the search box at the top filters these rows too)</span></form>')
 
 
 def class_data(envelopes: Sequence[dict], sources: Sequence[str], rows: dict[str, dict]) -> dict[str, dict]:
@@ -289,12 +416,15 @@ def class_data(envelopes: Sequence[dict], sources: Sequence[str], rows: dict[str
     return data
 
 
-def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
-    """The page (see the module's contract); `sources` name the runs when their environments agree."""
+def render_html(envelopes: Sequence[dict], sources: Sequence[str] = (), history: dict | None = None) -> str:
+    """The page (see the module's contract); `sources` name the runs when their environments agree; `history`
+    is `history.of` the published versions (None: `history.of(envelopes)`, none unless they span two versions)."""
     envelopes = list(envelopes)
+    history = cell_history.of(envelopes) if history is None else history
     sources = list(sources) + [f"run {i + 1}" for i in range(len(sources), len(envelopes))]
     labels = run_labels(envelopes, sources)
     rows = _rows(envelopes)
+    main = main_run(envelopes)
     hidden = sum(bool(answer.hidden_reason(name, row)) for name, row in rows.items())
     reasons: dict[str, int] = {}
     cells = {name: [[_cell_data(e["models"].get(name, {}).get("cells", {}).get(c), reasons) for c in e["checks"]]
@@ -308,12 +438,19 @@ def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
             "answers": {a: list(v) for a, v in answer.ANSWERS.items()},
             "marks": {m: list(v) for m, v in answer.MARKS.items()},
             "names": list(rows), "reasons": list(reasons), "cells": cells,
-            "classes": class_data(envelopes, sources, rows)}
+            "classes": class_data(envelopes, sources, rows),
+            "search": {name: search_text(name, row) for name, row in rows.items()},
+            "history": cell_history.embedded(history, list(rows),
+                                             list(dict.fromkeys(c for e in envelopes for c in e["checks"]))),
+            "deploy": {"run": main, "groups": [[label, group] for label, _, group in
+                                               deploy_groups(envelopes[main]["checks"])]}}
     several = len(envelopes) > 1
     per_run = "".join((f"<h3>{_e(label)}</h3>" if several else "") + summary_html(e, hidden)
                       for e, label in zip(envelopes, labels))
     declared = "".join((f"<h3>{_e(label)}</h3>" if several else "") + declared_html(e)
                        for e, label in zip(envelopes, labels))
+    history_line = (f" History: {' → '.join(history['versions'])}, the published runs of each version."
+                    if history else "")
     environments = "".join(f"<li>{_e(render.environment_line(e))}"
                            f"{' (' + _e(s) + ')' if several else ''}</li>" for e, s in zip(envelopes, sources))
     return f"""<!DOCTYPE html>
@@ -326,11 +463,23 @@ def render_html(envelopes: Sequence[dict], sources: Sequence[str] = ()) -> str:
 {_asset("page.css")}</style>
 </head>
 <body>
-<header><h1>vlm-conformance: does it work?</h1><ul class="env">{environments}</ul>{legend_html()}
-<p class="hint">Click a class for what works on which path and what to do about the rest, a cell for its reason,
-metrics and the command that reruns it, a column header to sort; the address follows (copy it to link here).</p>
+<header id="top"><h1>Does my model work with my backend?</h1>
+<p class="env">vlm-conformance: every <code>*ForConditionalGeneration</code> class of transformers, built tiny and
+checked on each path. {_e(render.environment_line(envelopes[main]))}{_e(history_line)}</p>
+<form id="find" onsubmit="return false"><label for="f-text">Your model</label>
+<input id="f-text" type="search" placeholder="class, model_type or checkpoint: llava, qwen2-vl, PaliGemma…"
+autocomplete="off"> <output id="shown">{len(rows) - hidden} of {len(rows)} classes</output>
+{state_keys_html()}</form>
 </header>
 <main>
+<section id="deploy-section">{deploy_html(envelopes[main], main, rows, history)}
+<p class="hint">A cell is the class's state on that path (◐ with how many of its columns work; ↓ a column broke in
+the newest published version, ↑ one works since); click it for the
+column that says most, its reason, its history across transformers versions and the command that reruns it; click
+a class for what works on which path and what to do about the rest. The address follows (copy it to link here).
+Below: <a href="#summary">the summary per column</a>, <a href="#matrix-section">every column</a>,
+<a href="#declared">declared vs observed flags</a>.</p></section>
+<section id="about"><h2>Reading the full matrix</h2><ul class="env">{environments}</ul>{legend_html()}</section>
 <section id="summary"><h2>Summary</h2><p class="note">{_e(render.PASS_RATE_NOTE)} Known: listed in
 fixtures/expectations; new: not listed (the gate fails on it); could not check: the suite's own gap; n/a: does not
 apply.</p>{per_run}</section>

@@ -134,7 +134,7 @@ def header(ctx: Context, steps: Steps, envelope: dict, fallback: str = "") -> li
     needs = "; needs onnxruntime too" if "OrtProgram" in repro_parts.closure(steps.parts) else ""
     error = " ".join(cell.reason.split())
     error = error[:ERROR_CHARS - 3] + "..." if len(error) > ERROR_CHARS else error
-    lines = _wrapped(f"{group.title()}: {cell.model}, {ctx.check}{backend}.")[:2] + [""]
+    lines = _wrapped(f"{_symptom(group, ctx.check)}: {cell.model} ({ctx.check}{backend}).")[:2] + [""]
     lines += _wrapped(f"Seen with transformers {env.get('transformers')}, torch {env.get('torch')} "
                       f"({env.get('device')}, {ctx.dtype}){needs}. Run: python {group.id}.py")[:2]
     said = _wrapped(f"The suite saw: {error}")
@@ -143,6 +143,16 @@ def header(ctx: Context, steps: Steps, envelope: dict, fallback: str = "") -> li
                       f"{len(group.checks)} check(s) (index.json lists them)."
                       + (f" Config written in full: {fallback}." if fallback else ""))[:2]
     return ['"""' + lines[0], *lines[1:], '"""']
+
+
+def _symptom(group: findings.Group, check: str) -> str:
+    """What the script shows, in words: ``[torch.export] data-dependent guard at <module:qualname>``."""
+    from conformance.report.repro_issue import SYMPTOMS, stage
+
+    if group.by_reason:
+        return group.title()
+    where = f" at {group.where}" if group.where else ""
+    return f"[{stage(check)}] {SYMPTOMS.get(group.kind, group.kind)}{where}"
 
 
 ERROR_CHARS = 220  # characters of the suite's reason the header quotes

@@ -2,10 +2,11 @@
 
 Contract: `render_issue(group, envelopes, script, entry)` is Markdown: a title naming the symptom and the site
 (``[torch.export] data-dependent guard in transformers.integrations.sdpa_attention:sdpa_attention_forward``),
-the tracker it belongs to (`findings.site_in`), the environment lines, the reproducer script inline (`script`,
-its source; "" when the group has none: then the one-line pytest command that runs its cell), the error as
-observed (the verified script's own message when `entry` was verified, else the suite's reason for the cell,
-unmasked), what was expected (the check's one-line description from the run file), the affected classes and
+the tracker it belongs to (`findings.site_in`), the environment lines (the run's versions; the backend only for a
+compile check; the packages the check needs besides torch and transformers), the reproducer script inline
+(`script`, its source, named `repro.py`; "" when the group has none: then the one-line pytest command that runs
+its cell), the error as observed (the verified script's own exception and message when `entry` was verified, else
+the suite's reason for the cell, unmasked), what was expected (the check's one-line description from the run file), the affected classes and
 checks, and the upstream issues and pull requests the findings already link (`repro_links`). Torch-free.
 """
 
@@ -44,20 +45,46 @@ def _expected(envelope: dict, check: str) -> str:
     return f"`{base}`: {described}" if described else f"`{base}` passes"
 
 
+def _observed(entry, reason: str) -> str:
+    """The verified script's exception as it printed it (type, message, the frame it names), else the reason."""
+    seen = entry.observed if entry is not None and entry.verified else {}
+    if not seen.get("message") and not seen.get("error"):
+        return reason
+    text = f"{seen.get('error', '')}: {seen.get('message', '')}".strip(": ")
+    return text + (f"\n(raised at {seen['where']})" if seen.get("where") else "")
+
+
+def _environment(envelope: dict, check: str) -> list[str]:
+    env = envelope["environment"]
+    base = check.split("@", 1)[0]
+    backend = check.split("@", 1)[1] if "@" in check else env.get("backend", "eager")
+    compiles = base.startswith("compile_")
+    needs = (envelope.get("check_info") or {}).get(base, {}).get("requires") or []
+    return [f"- transformers {env.get('transformers')}, torch {env.get('torch')}, python {env.get('python', '?')}",
+            f"- device {env.get('device')}, dtype {env.get('dtype')}"
+            + (f", torch.compile backend {backend}" if compiles else ""),
+            *([f"- also needs: {', '.join(needs)}"] if needs else [])]
+
+
+def _as_repro(script: str, entry) -> str:
+    """The script as the issue names it (`repro.py`), its count pointing at the Affected section."""
+    if entry is not None and entry.script:
+        script = script.replace(entry.script, "repro.py")
+    return script.replace("(index.json lists them)", "(listed under Affected)").rstrip()
+
+
 def render_issue(group: findings.Group, envelopes: list[dict], script: str = "", entry=None) -> str:
     cell = next((c for c in group.cells if entry is not None and c.model == entry.model and c.check == entry.check),
                 group.representative)
     env = envelopes[cell.run]["environment"]
-    observed = (entry.observed.get("message") if entry is not None and entry.verified else "") or cell.reason
+    observed = _observed(entry, cell.reason)
     lines = [f"# {title(group, cell.check)}", "",
              f"Tracker: {findings.site_in(group)} (where the failing frame is).", "",
-             "## Environment", "",
-             f"- transformers {env.get('transformers')}, torch {env.get('torch')}, python {env.get('python', '?')}",
-             f"- device {env.get('device')}, dtype {env.get('dtype')}, backend {env.get('backend', 'eager')}", "",
+             "## Environment", "", *_environment(envelopes[cell.run], cell.check), "",
              "## Reproduction", ""]
     if script:
         lines += ["A tiny random model (no weights, no network); run it with `python repro.py`:", "",
-                  "```python", script.rstrip(), "```"]
+                  "```python", _as_repro(script, entry), "```"]
     else:
         lines += ["No standalone script for this group; the cell reproduces in the suite with:", "",
                   "```", reproducer(cell.model, cell.check, env.get("device", "auto"), env.get("dtype", "float32"),

@@ -63,7 +63,7 @@ def close(actual, expected, atol, rtol):
 
 
 class LogitsModule(torch.nn.Module):
-    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)` (the module the suite exports)."""
+    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)`: the module exported."""
 
     def __init__(self, model, constants):
         super().__init__()
@@ -107,7 +107,7 @@ def full_static_layers(cache, max_len):
 
 
 class ForceTokens:
-    """A logits processor: greedy decoding that follows the given tokens (compile_decode forces eager's)."""
+    """A logits processor: greedy decoding that follows the given tokens (the eager run's)."""
 
     def __init__(self, tokens):
         self.tokens, self.step = tokens, 0
@@ -209,8 +209,8 @@ class FunctionalStep(DecoderPart):
 
 
 class StaticCacheModule(torch.nn.Module):
-    """export_static_cache's wrapper: a StaticCache initialized up front whose tensors are buffers; forward takes
-    the sample's tensors, `cache_position` (copied into every layer's write counter) and a 2D mask over all slots."""
+    """The model over a StaticCache initialized up front whose tensors are buffers; forward takes the inputs,
+    `cache_position` (copied into every layer's write counter) and a 2D mask over all slots."""
 
     def __init__(self, model, cache_kwarg, text_config, constants, batch, max_len, heads, head_dim):
         super().__init__()
@@ -241,7 +241,7 @@ def slot_mask(mask2d, max_len):
 
 
 def export_part(module, args=(), kwargs=None):
-    """torch.export.export(strict=False) of one generation part (export_generate)."""
+    """torch.export.export(strict=False) of one generation part."""
     with torch.no_grad():
         return torch.export.export(module, args, kwargs or {}, strict=False)
 
@@ -259,7 +259,7 @@ def eager_generation(model, inputs, new_tokens):
 
 
 class NamedLogitsModule(LogitsModule):
-    """`LogitsModule` whose forward names its tensor inputs (export_dynamic: a dynamic_shapes spec by name)."""
+    """`LogitsModule` whose forward names its tensor inputs (for a dynamic_shapes spec by name)."""
 
     def __init__(self, model, names, constants):
         super().__init__(model, constants)
@@ -322,22 +322,27 @@ def leaf_feed(kwargs):
     return feed
 
 
-def onnx_export(module, kwargs, path, exporter):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter, or torch.onnx's
-    dynamo exporter over a non-strict torch.export; the feed (input name -> tensor) the graph was traced with."""
-    with torch.no_grad():
-        if exporter == "transformers":
-            from transformers.exporters import OnnxConfig, OnnxExporter
+def onnx_export(module, kwargs, path):
+    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter; the feed (input
+    name -> tensor) the graph was traced with."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
 
-            exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
-            OnnxExporter.save_program(exported.program, path)
-            return leaf_feed(kwargs)
-        feed = leaf_feed(kwargs)
+    with torch.no_grad():
+        exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
+        OnnxExporter.save_program(exported.program, path)
+    return leaf_feed(kwargs)
+
+
+def torch_onnx_export(module, kwargs, path):
+    """`module(**kwargs)` to an ONNX file (weights beside it) with torch.onnx's dynamo exporter over a non-strict
+    torch.export; the feed (input name -> tensor) the graph was traced with."""
+    feed = leaf_feed(kwargs)
+    with torch.no_grad():
         program = torch.export.export(module.eval(), (), kwargs=dict(kwargs), strict=False)
         onnx_program = torch.onnx.export(program, (), kwargs=dict(kwargs), dynamo=True, input_names=list(feed),
                                          external_data=True, optimize=True, verbose=False)
-        onnx_program.save(path, external_data=True)
-        return feed
+    onnx_program.save(path, external_data=True)
+    return feed
 
 
 class OrtProgram:
@@ -367,8 +372,8 @@ class OrtProgram:
 
 
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -380,10 +385,10 @@ def runner_kwargs(runner, owner, inputs):
 
 
 class RoutedGenerate:
-    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
-    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
-    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
-    calls of named submodules no component covers (their PyTorch code ran)."""
+    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
+    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
+    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
+    PyTorch code ran)."""
 
     def __init__(self, model, runners):
         import functools
@@ -431,7 +436,7 @@ class RoutedGenerate:
 
 
 def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    """A call's arguments by name, `**kwargs` merged."""
     signature = inspect.signature(original)
     named = {}
     for name, value in signature.bind(*args, **kwargs).arguments.items():
@@ -448,6 +453,7 @@ NEEDS = {
     "export_and_reload": ("LogitsModule",),
     "NamedLogitsModule": ("LogitsModule",),
     "onnx_export": ("leaf_feed",),
+    "torch_onnx_export": ("leaf_feed",),
     "LogitsModule": ("logits_of",),
     "DecoderPart": ("logits_of", "static_cache", "full_static_layers"),
     "FunctionalStep": ("DecoderPart",),
@@ -458,7 +464,8 @@ NEEDS = {
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
-           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export", "OrtProgram",
+           "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
+           "torch_onnx_export", "OrtProgram",
            "runner_kwargs", "bound", "RoutedGenerate")
 
 

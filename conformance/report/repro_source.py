@@ -2,10 +2,13 @@
 
 Contracts:
 
-* `prune(source)` drops each top-level import name, each top-level constant (``NAME = ...``, upper case) and
+* `prune(source)` drops each top-level import name, each top-level constant (``NAME = ...``, upper case),
   each top-level function and class that nothing else in the source uses (a piece a template listed and its
-  steps, once cut short, no longer call), and an import statement left without a name; it repeats until nothing
-  more goes (a constant used only by a dropped one goes too). The source must compile.
+  steps, once cut short, no longer call; its own recursive calls do not count), each top-level assignment of a
+  name nothing reads whose value cannot fail or act (a literal, a comprehension, a name, an attribute, a
+  subscript, or an instance of a class the script defines whose ``__init__`` only stores its arguments:
+  ``decoder = DecoderPart(...)`` once the steps stop before the decoder), and an import statement left without a name; it repeats until nothing more goes (what
+  only a dropped statement used goes too). The source must compile.
 * `wrap(source, width)` breaks each line longer than `width` after commas inside brackets (where Python
   continues a line implicitly), the rest indented four more than the line; a line without such a comma (a long
   string) stays as it is.
@@ -25,11 +28,46 @@ def _used(tree: ast.AST) -> set[str]:
     return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
 
 
+def _used_outside(tree: ast.Module, skip: ast.AST) -> set[str]:
+    """The names read anywhere in `tree` but inside `skip` (a definition's own recursive calls)."""
+    return set().union(*(_used(node) for node in tree.body if node is not skip))
+
+
+INERT = (ast.Constant, ast.Dict, ast.List, ast.Tuple, ast.Set, ast.DictComp, ast.ListComp, ast.SetComp, ast.Name,
+         ast.Attribute, ast.Subscript)
+
+
+def _stores_only(cls: ast.ClassDef) -> bool:
+    """Whether the class's ``__init__`` (if any) does nothing but ``super().__init__()`` and ``self.x = <name or
+    attribute>``: making one cannot fail or act."""
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return True
+    for statement in init.body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # its docstring
+        if isinstance(statement, ast.Expr) and ast.unparse(statement.value) == "super().__init__()":
+            continue
+        values = statement.value.elts if isinstance(getattr(statement, "value", None), ast.Tuple) else \
+            [getattr(statement, "value", None)]
+        if not (isinstance(statement, ast.Assign) and all(isinstance(v, (ast.Name, ast.Attribute)) for v in values)):
+            return False
+    return True
+
+
+def _inert(value: ast.expr, classes: set[str]) -> bool:
+    """Whether evaluating `value` can neither fail nor act in a way the script's failure depends on."""
+    if isinstance(value, ast.Call):
+        return isinstance(value.func, ast.Name) and value.func.id in classes
+    return isinstance(value, INERT)
+
+
 def prune(source: str) -> str:
     while True:
         tree = ast.parse(source)
         lines = source.splitlines()
         used = _used(tree)
+        classes = {node.name for node in tree.body if isinstance(node, ast.ClassDef) and _stores_only(node)}
         edits: list[tuple[int, int, str | None]] = []  # (first line, last line, replacement or None: delete)
         for node in tree.body:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -47,7 +85,11 @@ def prune(source: str) -> str:
             elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
                   and node.targets[0].id.isupper() and node.targets[0].id not in used):
                 edits.append((node.lineno, node.end_lineno or node.lineno, None))
-            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name not in used:
+            elif (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                  and node.targets[0].id not in used and _inert(node.value, classes)):
+                edits.append((node.lineno, node.end_lineno or node.lineno, None))
+            elif (isinstance(node, (ast.FunctionDef, ast.ClassDef))
+                  and node.name not in _used_outside(tree, node)):
                 first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
                 edits.append((first, node.end_lineno or node.lineno, None))
         if not edits:

@@ -9,7 +9,8 @@ Contracts:
 * `Inputs(seed)` writes tensors and the values around them: `source(value)`
   is an expression for one input. Integer and bool tensors are exact
   literals (``torch.tensor(...)``; a constant one ``torch.full``; runs of
-  four or more equal entries as ``[v] * n``); a floating tensor is exact
+  four or more equal entries as ``[v] * n``, of six or more integers counting
+  up by one as ``list(range(a, b))``); a floating tensor is exact
   when small (`EXACT_FLOATS` entries) or when it holds few distinct values
   (a mask, a grid), its leading last-dim columns exact where they hold
   whole numbers (the row and column ids of flattened patches), the rest
@@ -33,6 +34,7 @@ WIDTH = 116
 EXACT_FLOATS = 64  # floating tensors up to this many entries are written exactly
 FEW_VALUES = 8  # ... and any with at most this many distinct values (masks, grids, sizes)
 RUN = 4  # equal entries in a row written as [v] * n
+COUNTING = 6  # integers counting up by one, in a row, written as list(range(a, b))
 
 
 def _float(value: float) -> str:
@@ -83,8 +85,18 @@ def packed(items: list[str], indent: int) -> str:
     return "\n".join(lines)
 
 
+def _counting(row: list, i: int) -> int:
+    """The end of the run of integers counting up by one from `row[i]`."""
+    j = i + 1
+    while (j < len(row) and type(row[j]) is int and type(row[i]) is int  # noqa: E721 (bools are not counted)
+           and row[j] == row[j - 1] + 1):
+        j += 1
+    return j
+
+
 def _runs(row: list) -> str:
-    """A 1-D list as source, runs of `RUN` or more equal entries as ``[v] * n``."""
+    """A 1-D list as source, runs of `RUN` or more equal entries as ``[v] * n``, of `COUNTING` or more integers
+    counting up by one as ``list(range(a, b))``."""
     parts: list[str] = []
     plain: list[str] = []
     i = 0
@@ -92,11 +104,16 @@ def _runs(row: list) -> str:
         j = i
         while j < len(row) and row[j] == row[i]:
             j += 1
-        if j - i >= RUN:
+        counted = _counting(row, i)
+        if j - i >= RUN or counted - i >= COUNTING:
             if plain:
                 parts.append("[" + ", ".join(plain) + "]")
                 plain = []
-            parts.append(f"[{_flat(row[i], '')}] * {j - i}")
+            if j - i >= RUN:
+                parts.append(f"[{_flat(row[i], '')}] * {j - i}")
+            else:
+                parts.append(f"list(range({row[i]}, {row[counted - 1] + 1}))")
+                j = counted
         else:
             plain += [_flat(v, "") for v in row[i:j]]
         i = j

@@ -5,8 +5,8 @@ Contracts:
 * `screenshot(page, out, fragment)` writes a PNG of the local HTML file
   `page` as the headless Chromium of the browser tests shows it
   (`conformance.report.browser.open_page`: nothing downloaded, the system's
-  chromium and chromedriver) in a fixed window (`WIDTH` x `HEIGHT`), scrolled
-  to the matrix, with the URL fragment `fragment` applied (default
+  chromium and chromedriver) in a fixed window (`WIDTH` x `HEIGHT`), its
+  first screen, with the URL fragment `fragment` applied (default
   `default_fragment`: the detail of the first cell that does not work, new
   failures first, else the page as it opens). It raises
   `browser.Missing` (one line: what is missing, how to install it) where no
@@ -97,7 +97,6 @@ def screenshot(page: Path, out: Path, fragment: str = "") -> None:
                                {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False})
         if fragment:
             driver.get(page.as_uri() + "#" + fragment)
-        driver.execute_script("const s = document.getElementById('matrix-section'); if (s) s.scrollIntoView();")
         time.sleep(SETTLE_SECONDS)
         png = with_source(driver.get_screenshot_as_png(), page_digest(page))
     temporary = out.with_name(f".{out.name}.tmp")

@@ -262,11 +262,13 @@ def class_closures(root: Path, roots: dict[str, list[str]]) -> dict[str, Closure
     return closures
 
 
-def registry_submodels(config_class) -> list[str]:
+def registry_submodels(config_class, sub_configs: dict[str, str] | None = None) -> list[str]:
     """Dotted names of the models a config's default sub-configs build through the auto registry.
 
     LlavaConfig's default vision config is CLIP's: Llava runs CLIPVisionModel
-    although no Llava file imports it. A config that cannot be built with
+    although no Llava file imports it. `sub_configs` (a checkpoint profile's:
+    sub-config key -> model type) replaces those defaults: the LLaVA-Interleave
+    row runs Qwen2Model and SiglipVisionModel. A config that cannot be built with
     defaults contributes nothing.
     """
     import transformers
@@ -280,9 +282,10 @@ def registry_submodels(config_class) -> list[str]:
     except Exception:  # noqa: BLE001 - some configs need arguments; they simply add no edges
         return []
     found = []
-    for key in getattr(config_class, "sub_configs", {}) or {}:
-        sub = getattr(config, key, None)
-        class_name = MODEL_MAPPING_NAMES.get(getattr(sub, "model_type", None) or "")
+    chosen = sub_configs or {}
+    for key in dict.fromkeys([*(getattr(config_class, "sub_configs", {}) or {}), *chosen]):
+        model_type = chosen.get(key) or getattr(getattr(config, key, None), "model_type", None)
+        class_name = MODEL_MAPPING_NAMES.get(model_type or "")
         if isinstance(class_name, (tuple, list)):
             class_name = class_name[0]
         cls = getattr(transformers, class_name, None) if class_name else None
@@ -296,7 +299,8 @@ def _installed_closures() -> dict[str, Closure]:
     """`class_closures` of every discovered class of the installed transformers (cached per process)."""
     from conformance.discover import discover
 
-    roots = {info.name: [f"{info.module}.{info.name}", *registry_submodels(info.config_class)]
+    roots = {info.name: [f"{info.module}.{info.class_name}",
+                         *registry_submodels(info.config_class, info.profile.sub_configs if info.profile else None)]
              for info in discover()}
     return class_closures(transformers_root(), roots)
 

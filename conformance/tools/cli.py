@@ -20,11 +20,12 @@
     conformance bench [ARGS...]
     conformance versions [--ci]
     conformance jobs list|status|run|publish|gate [...] [-- PYTEST_ARGS]
+    conformance sample classes|compare [...]
 
 Where each lives: `render`, `diff`, `truth`, `merge`: `tools.run_files`; `publish`: `tools.publishing`; `list`,
 `versions`, `expectations`: `tools.suite_data`; `findings`, `flags`: `tools.upstream`; `explain`: `tools.explain`;
 `plan`: `tools.job_gate` (it previews `jobs gate`); `bench`: `tools.bench` (which parses its own options, as it
-imports torch); `jobs`: `tools.jobs_cli`. Every parser is an `errors.CommandParser`.
+imports torch); `jobs`: `tools.jobs_cli`; `sample`: `tools.sample`. Every parser is an `errors.CommandParser`.
 
 Contract: `main(argv) -> int` returns the exit status. Bad input (a missing
 or malformed file, an unknown class or check, an unwritable output) prints
@@ -48,7 +49,7 @@ import sys
 
 from conformance.report import envelope as report
 from conformance.report import render
-from conformance.tools import explain, job_gate, jobs_cli, publishing, run_files, suite_data, upstream
+from conformance.tools import explain, job_gate, jobs_cli, publishing, run_files, sample, suite_data, upstream
 from conformance.tools.errors import USAGE_ERROR, CliError, CommandParser
 
 BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports of a tool whose reader closed the pipe
@@ -197,6 +198,10 @@ def build_parser() -> argparse.ArgumentParser:
                        "gate's jobs)", description=jobs_cli.DESCRIPTION)
     jobs_cli.add_commands(p)
     p.set_defaults(func=jobs_cli.run_command)
+    p = sub.add_parser("sample", help="CI's rotating rerun of the published matrix: the day's classes, and the rerun "
+                       "cells that differ from the published ones", description=sample.DESCRIPTION)
+    sample.add_commands(p)
+    p.set_defaults(func=sample.run_command)
     return parser
 
 

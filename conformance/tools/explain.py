@@ -42,7 +42,8 @@ def explain_command(args) -> int:
 
 def resolve_model(name: str):
     """The `ModelInfo` of the one class `name` selects (`discover.select_classes`: a class name, alias, model
-    type or glob, any case); no class or several is an ExplainError naming the nearest names or the several."""
+    type or glob, any case; a model type whose rows are one class's default row and its checkpoint profiles names
+    the default row); no class or several is an ExplainError naming the nearest names or the several."""
     from conformance.discover import NoMatch, by_name, quiet_transformers, select_classes
 
     with quiet_transformers():
@@ -57,6 +58,9 @@ def resolve_model(name: str):
         raise ExplainError(f"unknown class {name!r}; " + str(exc).split("; ", 1)[1]) from None
     except LookupError as exc:
         raise ExplainError(f"unknown class {exc.args[0]!r}; see `conformance list` for the names") from None
+    defaults = [n for n in found if getattr(index[n], "profile", None) is None]
+    if len(found) > 1 and len(defaults) == 1 and all(getattr(index[n], "class_name", n) == defaults[0] for n in found):
+        found = defaults  # a model type names its class's default row; a profile row is named by its own name
     if len(found) > 1:
         raise ExplainError(f"{name!r} selects {len(found)} classes ({', '.join(found[:4])}"
                            f"{', ...' if len(found) > 4 else ''}); name one")

@@ -82,6 +82,11 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
             raise JobsError(f"{job['out']}: made with transformers {envelope['environment'].get('transformers')}, "
                             f"its job {job['id']} is for {job['transformers']}; run it again with --rerun "
                             f"--only {job['id']} under that version's Python")
+        torch_axis = next((v.torch for v in versions.supported() if v.env == env), "")
+        made_on = str(envelope["environment"].get("torch", "")).split("+")[0]
+        if torch_axis and versions.major_minor(made_on) != versions.major_minor(torch_axis):
+            raise JobsError(f"{job['out']}: made with torch {made_on}, its job {job['id']} is for torch {torch_axis}; "
+                            f"run it again with --rerun --only {job['id']} under that version's Python")
         _took_its_classes(job, envelope)
         made_by = JobFiles(path).made_by()
         if made_by != code:

@@ -67,8 +67,10 @@ BACKENDS = ("inductor",)
 HALF_DTYPES = ("bfloat16", "float16")
 MAIN_DTYPE = "float32"
 # Options a group's run needs beyond --checks (tox.ini's envs): ExecuTorch's lowering takes minutes a model,
-# AOTInductor's C++ build a minute or more.
-GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900")}
+# AOTInductor's C++ build a minute or more; a quantized cell exports twice (quantized, then float to size against),
+# ExecuTorch's lowering among them.
+GROUP_ARGS = {"executorch": ("--cell-timeout", "900"), "aoti": ("--cell-timeout", "900"),
+              "quantized": ("--cell-timeout", "900")}
 TARGET = "conformance/test_matrix.py"  # the cells only: the meta tests are CI's, not the matrix's
 OUT_DIR = "reports/latest/jobs"
 # The planning defaults of every job list (`jobs list`/`run`/`publish`, `jobs gate` and `plan`, which previews the gate):
@@ -204,8 +206,12 @@ def published_path(version: versions.Version, root: Path) -> Path:
 
 def published_classes(version: versions.Version, root: Path, models: str) -> list[str]:
     """The classes of a version's published matrix that `models` (globs; empty: all) selects: the plan of a version
-    that is not installed here (its runs discover their own classes; only the predicted shares differ)."""
+    that is not installed here (its runs discover their own classes; only the predicted shares differ). A torch axis
+    not published yet takes those of its transformers on the suite's own torch (the same classes)."""
     path = published_path(version, root)
+    if not path.exists() and version.torch:  # a torch axis not published yet: its transformers has the same classes
+        same = next(v for v in versions.supported() if v.minor == version.minor and not v.torch)
+        path = published_path(same, root)
     if not path.exists():
         raise JobsError(f"{path}: no published matrix of transformers {version.transformers} to take its classes "
                         f"from; plan it where it is installed (its venv's `conformance jobs list --env {version.env}`)")

@@ -9,9 +9,10 @@ Contracts (`conformance publish` and `conformance jobs publish` both publish thr
   (`run_files.merged`; one run is itself), published, each file written said, then the picture's line.
 
 * `version_folder(envelope)` is where the run of a supported version other than the gate's is published
-  (reports/<its tox env>/); None for the gate's version and for a version fixtures/versions.toml does not list.
+  (reports/<its tox env>/, a torch axis's too: `versions.of_environment`); None for the gate's version and for a
+  version fixtures/versions.toml does not list.
 * `published_files(envelope, root)` is what publishing writes under `root` (path -> text); a missing README is a
-  `CliError`.
+  `CliError`. Each page it writes carries every published version's answers (`history.published`).
 * `published_picture(envelope, root)` retakes reports/matrix.png for the gate's version; one line saying what it did.
 """
 
@@ -34,9 +35,20 @@ PUBLISHED_PAGE = Path("reports/matrix.html")
 def version_folder(envelope: dict) -> Path | None:
     """Where the run of a supported version other than the gate's is published (reports/<its tox env>/); None
     for the gate's version (the main matrix and the README) and for a version fixtures/versions.toml does not list."""
-    minor = versions.major_minor(str(envelope["environment"].get("transformers", "")))
-    version = next((v for v in versions.supported() if v.minor == minor), None)
+    environment = envelope["environment"]
+    version = versions.of_environment(str(environment.get("transformers", "")), str(environment.get("torch", "")))
     return None if version is None or version.is_gate else PUBLISHED_ENVELOPE.parent / version.env
+
+
+def beside_path(envelope: dict) -> Path | None:
+    """For the run of a torch axis, the published matrix of its transformers on the suite's own torch (relative to the
+    root), which its page shows beside it; None for any other run."""
+    environment = envelope["environment"]
+    version = versions.of_environment(str(environment.get("transformers", "")), str(environment.get("torch", "")))
+    if version is None or not version.torch:
+        return None
+    same = next(v for v in versions.supported() if v.minor == version.minor and not v.torch)
+    return PUBLISHED_ENVELOPE if same.is_gate else PUBLISHED_ENVELOPE.parent / same.env / PUBLISHED_ENVELOPE.name
 
 
 def published_files(envelope: dict, root: Path) -> dict[Path, str]:
@@ -46,13 +58,21 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     folder of the machine that ran it (`provenance.portable_texts`: a message can quote a traceback's file)."""
     from conformance.report import cell_code, provenance
 
+    from conformance.report import history
+
     envelope = provenance.portable_texts(cell_code.filled(envelope, root if (root / ".git").exists() else None))
     folder = version_folder(envelope)
+    cells_history = history.published(root, envelope)  # each page shows every published version's answers
     if folder is not None:
+        runs, names = [envelope], [PUBLISHED_ENVELOPE.name]
+        beside = beside_path(envelope)
+        if beside is not None and (root / beside).exists():
+            runs, names = [report.load_envelope(root / beside), envelope], [f"../{beside.relative_to(folder.parent)}",
+                                                                             PUBLISHED_ENVELOPE.name]
         return {
             root / folder / PUBLISHED_ENVELOPE.name: io.json_text(envelope),
             root / folder / PUBLISHED_MATRIX.name: render.render_markdown(envelope),
-            root / folder / PUBLISHED_PAGE.name: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+            root / folder / PUBLISHED_PAGE.name: page.render_html(runs, names, cells_history),
         }
     readme = root / README
     if not readme.is_file():
@@ -61,7 +81,7 @@ def published_files(envelope: dict, root: Path) -> dict[Path, str]:
     return {
         root / PUBLISHED_ENVELOPE: io.json_text(envelope),
         root / PUBLISHED_MATRIX: render.render_markdown(envelope),
-        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name]),
+        root / PUBLISHED_PAGE: page.render_html([envelope], [PUBLISHED_ENVELOPE.name], cells_history),
         readme: text,
     }
 

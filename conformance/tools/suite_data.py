@@ -39,13 +39,14 @@ def versions_command(args) -> int:
         raise CliError(str(exc)) from None
     for version in supported:
         if args.ci:  # what .ci/run reads: one line per version it tests with the subset
-            if not version.is_gate:
+            if not version.is_gate and version.ci:
                 print(version.env, version.constraints, ",".join(models))
             continue
         how = (f"meta tests, {len(gate_models)} classes (--models :ci, [ci] gate)" if version.is_gate
-               else f"meta tests, {len(models)} classes ([ci] models)")
-        print(f"transformers {version.transformers:<8} tox -e {version.env:<6} constraints/{version.constraints:<10} "
-              f"CI: {how}")
+               else f"meta tests, {len(models)} classes ([ci] models)" if version.ci else "none (a publishing run)")
+        torch = f" torch {version.torch}" if version.torch else ""
+        print(f"transformers {version.transformers:<8}{torch} tox -e {version.env:<6} "
+              f"constraints/{version.constraints:<10} CI: {how}")
     return 0
 
 

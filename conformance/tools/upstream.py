@@ -109,7 +109,7 @@ def findings_command(args) -> int:
     return 0
 
 
-def _issue_of(group, envelopes, folder: Path | None, sources: list[str]) -> str:
+def issue_text(group, envelopes, folder: Path | None, sources: list[str]) -> str:
     """The issue text of one group: its script and verdict from `folder` (a --repro DIR) when there, else the
     script written now into a temporary folder."""
     import json
@@ -138,7 +138,7 @@ def _findings_issue(args, groups, envelopes) -> int:
         if folder is None:
             raise CliError("findings: --issue top writes into DIR/issues/; name the folder with --repro DIR")
         ranked = [g for g, _ in findings.rank(groups, envelopes)][:findings.TOP]
-        texts = {folder / repro.ISSUES / f"{g.id}.md": _issue_of(g, envelopes, folder, list(args.runs)) for g in ranked}
+        texts = {folder / repro.ISSUES / f"{g.id}.md": issue_text(g, envelopes, folder, list(args.runs)) for g in ranked}
         write_files(texts)
         if (folder / repro.INDEX).exists():  # the README links each group's issue text
             import json
@@ -151,7 +151,7 @@ def _findings_issue(args, groups, envelopes) -> int:
     if group is None:
         raise CliError(f"findings: no upstream group {args.issue!r} in these runs; `conformance findings "
                        "RUN.json` lists the ids")
-    text = _issue_of(group, envelopes, folder, list(args.runs))
+    text = issue_text(group, envelopes, folder, list(args.runs))
     emit(text, args.output)
     return 0
 

@@ -1,209 +1,62 @@
-# Standalone reproducer of findings group call_order-fe691303: call_order at transformers.models.emu3.modeling_emu3:Emu3ImageVocabularyMapping.convert_img2bpe
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"breaks": 13, "cold": "fail", "error": "Unsupported", "kind": "call_order",
-#   "warm": "pass", "where": "transformers.models.emu3.modeling_emu3:Emu3ImageVocabularyMapping.convert_img2bpe"}
-# Covers 1 class(es), 2 cell(s): Emu3ForConditionalGeneration; checks: compile_prefill (1),
-#   compile_prefill@inductor (1).
-# Cells: Emu3ForConditionalGeneration (compile_prefill, compile_prefill@inductor).
-# This script: Emu3ForConditionalGeneration / compile_prefill (a tiny random Emu3ForConditionalGeneration from the
-#   config below, the inputs the check fed, the check's steps up to the failure).
-#
-# Diagnosis: call_order at `transformers.models.emu3.modeling_emu3:Emu3ImageVocabularyMapping.convert_img2bpe`
-#   (site in transformers); raising Unsupported; 3 graph-break site(s), the most frequent `Unsupported
-#   Tensor.item() call with capture_scalar_outputs=False @
-#   transformers.models.emu3.modeling_emu3:Emu3VQVAE.encode` (x18); compiled before any eager call: fail, after
-#   one: pass. The suite's message, masked: call order changes the verdict: compiled before any eager call:
-#   fullgraph compile failed: Unsupported: Unsupported context manager: Dynamo does not know how to enter a
-#   `RLock` context manager. (at transformers/models/emu3/modeling_emu3.py:#: `img_tokens =
-#   self.img2bpe_mapping_tensor[img_batch.to("cpu")]`); compiled after an eager call: pass
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.compile] compile verdict depends on an earlier eager call at
+transformers.models.emu3.modeling_emu3:Emu3ImageVocabularyMapping.convert_img2bpe: Emu3ForConditionalGeneration
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python call_order-fe691303.py
+The suite saw: call order changes the verdict: compiled before any eager call: fullgraph compile failed:
+Unsupported: Unsupported context manager: Dynamo does not know how to enter a `RLock` context manager. (at ...
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import Emu3ForConditionalGeneration
-from transformers import Emu3Config
+from transformers import Emu3Config, Emu3ForConditionalGeneration, Emu3TextConfig, Emu3VQVAEConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vq_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'codebook_size': 64,
-        'embed_dim': 64,
-        'latent_channels': 64,
-        'double_latent': False,
-        'in_channels': 3,
-        'out_channels': 3,
-        'temporal_downsample_factor': 4,
-        'base_channels': 64,
-        'channel_multiplier': [1, 1, 1, 1],
-        'num_res_blocks': 1,
-        'attn_resolutions': [3],
-        'hidden_size': 64,
-        'num_attention_heads': 1,
-        'attention_dropout': 0.0,
-        '_name_or_path': '',
-        'model_type': 'emu3_vqgan',
-        'output_attentions': False,
+CONFIG = Emu3Config(
+    vq_config=Emu3VQVAEConfig(codebook_size=64, embed_dim=64, latent_channels=64, base_channels=64,
+        channel_multiplier=[1, 1, 1, 1], num_res_blocks=1, hidden_size=64),
+    text_config=Emu3TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, pad_token_id=253, bos_token_id=254, eos_token_id=255),
+    vocabulary_map={
+        '<image>': 200, '<|extra_200|>': 201, '<|visual token000000|>': 100, '<|visual token000001|>': 101,
+        '<|visual token000002|>': 102, '<|visual token000003|>': 103, '<|visual token000004|>': 104,
+        '<|visual token000005|>': 105, '<|visual token000006|>': 106, '<|visual token000007|>': 107,
+        '<|visual token000008|>': 108, '<|visual token000009|>': 109, '<|visual token000010|>': 110,
+        '<|visual token000011|>': 111, '<|visual token000012|>': 112, '<|visual token000013|>': 113,
+        '<|visual token000014|>': 114, '<|visual token000015|>': 115, '<|visual token000016|>': 116,
+        '<|visual token000017|>': 117, '<|visual token000018|>': 118, '<|visual token000019|>': 119,
+        '<|visual token000020|>': 120, '<|visual token000021|>': 121, '<|visual token000022|>': 122,
+        '<|visual token000023|>': 123, '<|visual token000024|>': 124, '<|visual token000025|>': 125,
+        '<|visual token000026|>': 126, '<|visual token000027|>': 127, '<|visual token000028|>': 128,
+        '<|visual token000029|>': 129, '<|visual token000030|>': 130, '<|visual token000031|>': 131,
+        '<|visual token000032|>': 132, '<|visual token000033|>': 133, '<|visual token000034|>': 134,
+        '<|visual token000035|>': 135, '<|visual token000036|>': 136, '<|visual token000037|>': 137,
+        '<|visual token000038|>': 138, '<|visual token000039|>': 139, '<|visual token000040|>': 140,
+        '<|visual token000041|>': 141, '<|visual token000042|>': 142, '<|visual token000043|>': 143,
+        '<|visual token000044|>': 144, '<|visual token000045|>': 145, '<|visual token000046|>': 146,
+        '<|visual token000047|>': 147, '<|visual token000048|>': 148, '<|visual token000049|>': 149,
+        '<|visual token000050|>': 150, '<|visual token000051|>': 151, '<|visual token000052|>': 152,
+        '<|visual token000053|>': 153, '<|visual token000054|>': 154, '<|visual token000055|>': 155,
+        '<|visual token000056|>': 156, '<|visual token000057|>': 157, '<|visual token000058|>': 158,
+        '<|visual token000059|>': 159, '<|visual token000060|>': 160, '<|visual token000061|>': 161,
+        '<|visual token000062|>': 162, '<|visual token000063|>': 163,
     },
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 9216,
-        'rms_norm_eps': 1e-05,
-        'use_cache': True,
-        'pad_token_id': 253,
-        'bos_token_id': 254,
-        'eos_token_id': 255,
-        'rope_parameters': {'rope_theta': 1000000.0, 'rope_type': 'default'},
-        'attention_dropout': 0.1,
-        'initializer_range': 0.02,
-        'tie_word_embeddings': False,
-        '_name_or_path': '',
-        'model_type': 'emu3_text_model',
-        'output_attentions': False,
-    },
-    'vocabulary_map': {
-        '<image>': 200,
-        '<|extra_200|>': 201,
-        '<|visual token000000|>': 100,
-        '<|visual token000001|>': 101,
-        '<|visual token000002|>': 102,
-        '<|visual token000003|>': 103,
-        '<|visual token000004|>': 104,
-        '<|visual token000005|>': 105,
-        '<|visual token000006|>': 106,
-        '<|visual token000007|>': 107,
-        '<|visual token000008|>': 108,
-        '<|visual token000009|>': 109,
-        '<|visual token000010|>': 110,
-        '<|visual token000011|>': 111,
-        '<|visual token000012|>': 112,
-        '<|visual token000013|>': 113,
-        '<|visual token000014|>': 114,
-        '<|visual token000015|>': 115,
-        '<|visual token000016|>': 116,
-        '<|visual token000017|>': 117,
-        '<|visual token000018|>': 118,
-        '<|visual token000019|>': 119,
-        '<|visual token000020|>': 120,
-        '<|visual token000021|>': 121,
-        '<|visual token000022|>': 122,
-        '<|visual token000023|>': 123,
-        '<|visual token000024|>': 124,
-        '<|visual token000025|>': 125,
-        '<|visual token000026|>': 126,
-        '<|visual token000027|>': 127,
-        '<|visual token000028|>': 128,
-        '<|visual token000029|>': 129,
-        '<|visual token000030|>': 130,
-        '<|visual token000031|>': 131,
-        '<|visual token000032|>': 132,
-        '<|visual token000033|>': 133,
-        '<|visual token000034|>': 134,
-        '<|visual token000035|>': 135,
-        '<|visual token000036|>': 136,
-        '<|visual token000037|>': 137,
-        '<|visual token000038|>': 138,
-        '<|visual token000039|>': 139,
-        '<|visual token000040|>': 140,
-        '<|visual token000041|>': 141,
-        '<|visual token000042|>': 142,
-        '<|visual token000043|>': 143,
-        '<|visual token000044|>': 144,
-        '<|visual token000045|>': 145,
-        '<|visual token000046|>': 146,
-        '<|visual token000047|>': 147,
-        '<|visual token000048|>': 148,
-        '<|visual token000049|>': 149,
-        '<|visual token000050|>': 150,
-        '<|visual token000051|>': 151,
-        '<|visual token000052|>': 152,
-        '<|visual token000053|>': 153,
-        '<|visual token000054|>': 154,
-        '<|visual token000055|>': 155,
-        '<|visual token000056|>': 156,
-        '<|visual token000057|>': 157,
-        '<|visual token000058|>': 158,
-        '<|visual token000059|>': 159,
-        '<|visual token000060|>': 160,
-        '<|visual token000061|>': 161,
-        '<|visual token000062|>': 162,
-        '<|visual token000063|>': 163,
-    },
-    'tie_word_embeddings': False,
-    'image_token_id': 200,
-    'model_type': 'emu3',
-    'output_attentions': False,
-}
+    image_token_id=200)
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Emu3ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Emu3ForConditionalGeneration(Emu3Config.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return Emu3ForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs compile_prefill fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[253, 253, 254, 0, 1, 2, 3, 4, 252, 248, 250] + [200] * 20 + [249, 251, 5, 6, 7, 8], [254, 9, 10, 11, 12, 13, 14, 252, 248, 250] + [200] * 20 + [249, 251, 15, 16, 17, 18, 19]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0] + [1] * 35, [1] * 37], dtype=torch.int64),
-        'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
-        'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs compile_prefill fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[253, 253, 254, 0, 1, 2, 3, 4, 252, 248, 250] + [200] * 20 + [249, 251, 5, 6, 7, 8],
+        [254] + list(range(9, 15)) + [252, 248, 250] + [200] * 20 + [249, 251, 15, 16, 17, 18, 19]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0] + [1] * 35, [1] * 37], dtype=torch.int64),
+    'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
+    'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
+}
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -220,250 +73,25 @@ def logits_of(output):
     return output[0]
 
 
-def close(actual, expected, atol, rtol=1.3e-6):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
-
-
-def reproduce():
-    """compile_prefill: the steps up to the failure."""
-    inputs = sample_inputs()
-    model = tiny_model()
-    compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
-    reference = tiny_model()  # a second instance, same weights
-    with torch.no_grad():
-        expected = logits_of(reference(**inputs))
-    def attempt(module):
-        """The exception a compiled call raises, None when it runs."""
-        try:
-            with failing_as("exception", unsupported="graph_break", backend=BACKEND), torch.no_grad():
-                module(**inputs)
-        except Exception as exc:
-            return exc
-        return None
-
-    cold = attempt(compiled)  # compiled before any eager call: fails
-    with torch.no_grad():  # the eager-called instance, traced once with graph breaks allowed
-        torch.compile(reference, backend="eager")(**inputs)
-    torch._dynamo.reset()
-    warm = attempt(torch.compile(reference, fullgraph=True, backend=BACKEND))  # compiled after eager
-    if (cold is None) != (warm is None):
-        raise Finding("call_order", "call order changes the verdict: compiled before any eager call: "
-                      f"{cold or 'pass'}; compiled after an eager call: {warm or 'pass'}",
-                      cause=cold or warm)
-    if cold is not None:
-        raise cold
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
+model = tiny_model()
+compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
+reference = tiny_model()  # a second instance, same weights
+with torch.no_grad():
+    expected = logits_of(reference(**inputs))
+def attempt(module):
+    """The exception a compiled call raises, None when it runs."""
     try:
-        yield
+        with torch.no_grad():
+            module(**inputs)
     except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
+        return exc
+    return None
 
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+cold = attempt(compiled)  # compiled before any eager call: fails
+with torch.no_grad():  # the eager-called instance, traced once with graph breaks allowed
+    torch.compile(reference, backend="eager")(**inputs)
+torch._dynamo.reset()
+warm = attempt(torch.compile(reference, fullgraph=True, backend=BACKEND))  # compiled after eager
+print(f"compiled before any eager call: {cold or 'pass'}; after an eager call: {warm or 'pass'}")
+if (cold is None) != (warm is None):  # the call order changes the verdict: the failing one, as raised
+    raise cold or warm

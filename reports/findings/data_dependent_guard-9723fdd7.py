@@ -1,409 +1,44 @@
-# Standalone reproducer of findings group data_dependent_guard-9723fdd7: data_dependent_guard at transformers.vision_utils:get_vision_nearest_position_ids
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "GuardOnDataDependentSymNode", "kind": "data_dependent_guard", "what":
-#   "torch.export.export(strict=False) with attention_mask dim 1, input_ids dim 1 dynamic", "where":
-#   "transformers.vision_utils:get_vision_nearest_position_ids"}
-# Covers 3 class(es), 24 cell(s): MiniCPMOcrForConditionalGeneration, MiniCPMV4_6ForConditionalGeneration,
-#   MiniCPMV4_7ForConditionalGeneration; checks: executorch (3), export_dynamic (3), export_forward (3),
-#   export_generate (3), export_onnx (3), exporter_dynamo_forward (3), exporter_onnx_forward (3),
-#   exporter_openvino_forward (3).
-# Cells: MiniCPMOcrForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate,
-#   export_onnx, exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward);
-#   MiniCPMV4_6ForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate, export_onnx,
-#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward);
-#   MiniCPMV4_7ForConditionalGeneration (executorch, export_dynamic, export_forward, export_generate, export_onnx,
-#   exporter_dynamo_forward, exporter_onnx_forward, exporter_openvino_forward).
-# This script: MiniCPMOcrForConditionalGeneration / export_dynamic (a tiny random
-#   MiniCPMOcrForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
-#   the failure).
-#
-# Diagnosis: data_dependent_guard at `transformers.vision_utils:get_vision_nearest_position_ids` (site in
-#   transformers); raising GuardOnDataDependentSymNode. The suite's message, masked:
-#   torch.export.export(strict=False) with attention_mask dim #, input_ids dim # dynamic:
-#   GuardOnDataDependentSymNode: Could not extract specialized integer from data-dependent expression u0
-#   (unhinted: u0). (Size-like symbols: none) (at transformers/vision_utils.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic retries with fewer;
-#   this is the export that failed)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.export] data-dependent guard at transformers.vision_utils:get_vision_nearest_position_ids:
+MiniCPMV4_7ForConditionalGeneration (export_forward).
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-9723fdd7.py
+The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not extract specialized integer
+from data-dependent expression u0 (unhinted: u0). (Size-like symbols: none) (at transformers/vision_utils.py:350)
+Shared by 3 class(es), 27 cell(s) of 9 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import MiniCPMOcrForConditionalGeneration
-from transformers import MiniCPMOcrConfig
-from torch.export import Dim
+from transformers import (MiniCPMV4_7Config, MiniCPMV4_7ForConditionalGeneration, MiniCPMV4_7VisionConfig,
+    Qwen3_5TextConfig)
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 32768,
-        'initializer_range': 0.02,
-        'rms_norm_eps': 1e-06,
-        'use_cache': True,
-        'tie_word_embeddings': False,
-        'rope_parameters': {'rope_theta': 10000.0, 'partial_rotary_factor': 0.25, 'rope_type': 'default', 'mrope_section': [1, 1, 1]},
-        'attention_bias': False,
-        'attention_dropout': 0.0,
-        'head_dim': 24,
-        'linear_conv_kernel_dim': 4,
-        'linear_key_head_dim': 16,
-        'linear_value_head_dim': 16,
-        'linear_num_key_heads': 16,
-        'linear_num_value_heads': 32,
-        'layer_types': ['linear_attention', 'full_attention'],
-        'pad_token_id': None,
-        'bos_token_id': None,
-        'eos_token_id': None,
-        '_name_or_path': '',
-        'model_type': 'qwen3_5_text',
-        'output_attentions': False,
-    },
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_channels': 3,
-        'image_size': 32,
-        'patch_size': 8,
-        'hidden_act': 'gelu_pytorch_tanh',
-        'layer_norm_eps': 1e-06,
-        'attention_dropout': 0.0,
-        'insert_layer_id': 6,
-        'window_kernel_size': [2, 2],
-        '_name_or_path': '',
-        'model_type': 'minicpm_ocr_vision',
-        'output_attentions': False,
-    },
-    'insert_layer_id': 6,
-    'image_token_id': 255,
-    'video_token_id': 254,
-    'tie_word_embeddings': True,
-    'downsample_mode': '4x',
-    'merge_kernel_size': [2, 2],
-    'merger_times': 1,
-    'patch_size': 8,
-    'model_type': 'minicpm_ocr',
-    'output_attentions': False,
-}
+CONFIG = MiniCPMV4_7Config(
+    text_config=Qwen3_5TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2,
+        rope_parameters={'rope_theta': 10000.0, 'partial_rotary_factor': 0.25, 'rope_type': 'default',
+            'mrope_section': [1, 1, 1]},
+        head_dim=24, linear_key_head_dim=16, linear_value_head_dim=16,
+        layer_types=['linear_attention', 'full_attention']),
+    vision_config=MiniCPMV4_7VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8),
+    image_size=32, image_token_id=255, video_token_id=254, patch_size=8)
 CONSTANTS = {'use_cache': False}
-DYNAMIC = {'attention_mask': [1], 'input_ids': [1]}
 
 
 def tiny_model():
-    """A fresh tiny MiniCPMOcrForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = MiniCPMOcrForConditionalGeneration(MiniCPMOcrConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return MiniCPMV4_7ForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs export_dynamic fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[0] * 4 + [117, 92, 148, 160, 110] + [255] * 4 + [198, 103, 40, 116], [119, 119, 88, 144] + [255] * 8 + [5, 181, 169, 129, 67]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0] * 4 + [1] * 13, [1] * 17], dtype=torch.int64),
-        'pixel_values': torch.randn((1, 3, 8, 384), generator=g, dtype=torch.float32),
-        'target_sizes': torch.tensor([[4, 4], [4, 8]], dtype=torch.int32),
-    }
+# The inputs export_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 0, 117, 92, 148, 160, 110, 255, 198, 103, 40, 116], [0, 0, 119, 119, 88, 144, 255,
+        255, 5, 181, 169, 129, 67]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0] + [1] * 11], dtype=torch.int64),
+    'pixel_values': torch.randn((1, 3, 8, 384), generator=g, dtype=torch.float32),
+    'target_sizes': torch.tensor([[4, 4], [4, 8]], dtype=torch.int32),
+    'mm_token_type_ids': torch.tensor([[0] * 8 + [1] + [0] * 4, [0] * 6 + [1, 1] + [0] * 5], dtype=torch.int64),
+}
 
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
-
-def logits_of(output):
-    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict) and "logits" in output:
-        return output["logits"]
-    if isinstance(getattr(output, "logits", None), torch.Tensor):
-        return output.logits
-    if isinstance(output, dict):
-        for key, value in output.items():
-            if key.startswith("logits") and isinstance(value, torch.Tensor):
-                return value
-    return output[0]
-
-
-class LogitsModule(torch.nn.Module):
-    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)` (the module the suite exports)."""
-
-    def __init__(self, model, constants):
-        super().__init__()
-        self.model = model
-        self.constants = constants
-
-    def forward(self, **tensors):
-        return logits_of(self.model(**tensors, **self.constants))
-
-
-class NamedLogitsModule(LogitsModule):
-    """`LogitsModule` whose forward names its tensor inputs (export_dynamic: a dynamic_shapes spec by name)."""
-
-    def __init__(self, model, names, constants):
-        super().__init__(model, constants)
-
-        def forward(**tensors):
-            return LogitsModule.forward(self, **tensors)
-
-        forward.__signature__ = inspect.Signature(
-            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in names])
-        self.forward = forward
-
-
-def reproduce():
-    """export_dynamic: the steps up to the failure."""
-    inputs = sample_inputs()
-    shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}
-    module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+with torch.no_grad():
+    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=False)

@@ -1,170 +1,46 @@
-# Standalone reproducer of findings group exception-48ac7646: exception at transformers.cache_utils:Cache.get_conv_state
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ValueError", "kind": "exception", "where":
-#   "transformers.cache_utils:Cache.get_conv_state"}
-# Covers 3 class(es), 6 cell(s): Inkling2ForConditionalGeneration, Inkling2LoopForConditionalGeneration,
-#   InklingForConditionalGeneration; checks: legacy_cache (3), onnx_generate (3).
-# Cells: Inkling2ForConditionalGeneration (legacy_cache, onnx_generate); Inkling2LoopForConditionalGeneration
-#   (legacy_cache, onnx_generate); InklingForConditionalGeneration (legacy_cache, onnx_generate).
-# This script: Inkling2LoopForConditionalGeneration / legacy_cache (a tiny random
-#   Inkling2LoopForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
-#   the failure).
-#
-# Diagnosis: exception at `transformers.cache_utils:Cache.get_conv_state` (site in transformers); raising
-#   ValueError. The suite's message, masked: ValueError: Cannot get conv state for non linear attention layer # of
-#   type DynamicLayer. (at transformers/cache_utils.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: left out: what a raw legacy tuple passed to forward does (legacy_cache's last step)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[legacy cache] raises at transformers.cache_utils:Cache.get_conv_state: Inkling2ForConditionalGeneration
+(legacy_cache).
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-48ac7646.py
+The suite saw: ValueError: Cannot get conv state for non linear attention layer 0 of type DynamicLayer. (at
+transformers/cache_utils.py:1632)
+Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import Inkling2LoopForConditionalGeneration
-from transformers import Inkling2LoopConfig
+from transformers import Inkling2Config, Inkling2ForConditionalGeneration, Inkling2TextConfig, Inkling2VisionConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'unpadded_vocab_size': 256,
-        'hidden_size': 64,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'head_dim': 16,
-        'swa_num_attention_heads': 4,
-        'swa_num_key_value_heads': 2,
-        'swa_head_dim': 16,
-        'sliding_window_size': 1024,
-        'd_rel': 16,
-        'rel_extent': 1024,
-        'log_scaling_n_floor': 8192,
-        'log_scaling_alpha': 0.1,
-        'layer_types': ['hybrid_sliding', 'hybrid'],
-        'max_position_embeddings': 1048576,
-        'rms_norm_eps': 1e-06,
-        'conv_kernel_size': 4,
-        'hidden_act': 'silu',
-        'moe_intermediate_size': 128,
-        'n_routed_experts': 4,
-        'num_experts_per_tok': 2,
-        'route_scale': 8.0,
-        'attention_dropout': 0.0,
-        'initializer_range': 0.02,
-        'pad_token_id': None,
-        'bos_token_id': None,
-        'eos_token_id': 254,
-        'qk_l2_clip_threshold': 22.627416997969522,
-        'rel_l2_clip_threshold': 8.0,
-        'n_layers_per_attn_res_block': 6,
-        'mlp_gate_softcap': 4.0,
-        'mlp_up_softcap': 25.0,
-        'final_logit_softcapping': 30.0,
-        'scoring_func': 'sigmoid',
-        'use_cache': True,
-        'loop_layer_index_start': 6,
-        'loop_layer_index_end': 18,
-        'loop_num_passes': 3,
-        'loop_gate_rank': 64,
-        '_name_or_path': '',
-        'model_type': 'inkling2_loop_text',
-        'output_attentions': False,
-    },
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_channels': 3,
-        'patch_size': 8,
-        'hidden_act': 'gelu',
-        'layer_norm_eps': 1e-05,
-        'attention_dropout': 0.0,
-        'mlp_ratio': 4.0,
-        'layer_scale_init_value': 0.1,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'axial'},
-        'spatial_merge_size': 2,
-        'posemb_grid_size': 32,
-        'projection_hidden_dim': 256,
-        'projector_bias': False,
-        'text_hidden_size': 64,
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'inkling2_vision',
-        'output_attentions': False,
-    },
-    'image_token_id': 255,
-    'model_type': 'inkling2_loop',
-    'output_attentions': False,
-}
+CONFIG = Inkling2Config(
+    text_config=Inkling2TextConfig(vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+        swa_num_key_value_heads=2, swa_head_dim=16, layer_types=['hybrid_sliding', 'hybrid'],
+        moe_intermediate_size=128, n_routed_experts=4, num_experts_per_tok=2, eos_token_id=254),
+    vision_config=Inkling2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, patch_size=8, projection_hidden_dim=256, text_hidden_size=64),
+    image_token_id=255)
 IDS = 'input_ids'
 CACHE = 'cache'
 DECODE_STEPS = 2
 EXTRA = {'next_sequence_length': 1, 'is_first_iteration': False}
-ATOL = 1e-05
-RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Inkling2LoopForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Inkling2LoopForConditionalGeneration(Inkling2LoopConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return Inkling2ForConditionalGeneration(CONFIG).eval()
 
 
 def sample_inputs():
-    """The inputs legacy_cache fed (token ids literal, media seeded random: see the header)."""
+    """The inputs legacy_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [255] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99, 85, 52] + [255] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
+        'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [255] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99,
+            85, 52] + [255] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
         'pixel_values': torch.randn((8, 16, 16, 3), generator=g, dtype=torch.float32),
         'image_grid_thw': torch.tensor([[1, 2, 2], [1, 2, 2]], dtype=torch.int64),
-        'position_ids': torch.tensor([[0] * 4 + [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [0] * 4 + [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]], dtype=torch.int64),
+        'position_ids': torch.tensor([[0] * 4 + list(range(1, 13)), [0] * 4 + list(range(1, 13))], dtype=torch.int64),
     }
 
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -179,23 +55,6 @@ def logits_of(output):
             if key.startswith("logits") and isinstance(value, torch.Tensor):
                 return value
     return output[0]
-
-
-def close(actual, expected, atol, rtol=1.3e-6):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def cache_of(output):
@@ -229,244 +88,34 @@ def from_legacy(cache, legacy):
     return kind.from_legacy_cache(legacy) if hasattr(kind, "from_legacy_cache") else kind(legacy)
 
 
-def reproduce():
-    """legacy_cache: the steps up to the failure."""
-    def decode(owner, prefill, output, cache):
-        """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs"
-        generate passes (its own prepare_inputs_for_generation where the model has one)."""
-        ids, state, logits = prefill[IDS], None, []
-        for step in range(DECODE_STEPS):
-            token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]
-            if state is None:
-                state = {k: v for k, v in prefill.items() if k != IDS}
-                state = owner._update_model_kwargs_for_generation(output, state, is_encoder_decoder=False)
-            ids = torch.cat([ids, token], dim=1)
-            kwargs = {k: v for k, v in state.items() if k not in ('cache', 'past_key_values')}
-            inputs = dict(owner.prepare_inputs_for_generation(ids, **kwargs, **{CACHE: cache},
-                                                              use_cache=True, **EXTRA))
-            inputs[CACHE] = cache
-            inputs['use_cache'] = True
-            with torch.no_grad():
-                output = owner(**inputs)
-            logits.append(logits_of(output).detach().clone())
-            cache = cache_of(output)
-            state = owner._update_model_kwargs_for_generation(output, dict(state), is_encoder_decoder=False)
-        return logits
+def decode(owner, prefill, output, cache):
+    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs
+    generate passes (its own prepare_inputs_for_generation where the model has one)."""
+    ids, state, logits = prefill[IDS], None, []
+    for step in range(DECODE_STEPS):
+        token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]
+        if state is None:
+            state = {k: v for k, v in prefill.items() if k != IDS}
+            state = owner._update_model_kwargs_for_generation(output, state, is_encoder_decoder=False)
+        ids = torch.cat([ids, token], dim=1)
+        kwargs = {k: v for k, v in state.items() if k not in ('cache', 'past_key_values')}
+        inputs = dict(owner.prepare_inputs_for_generation(ids, **kwargs, **{CACHE: cache},
+                                                          use_cache=True, **EXTRA))
+        inputs[CACHE] = cache
+        inputs['use_cache'] = True
+        with torch.no_grad():
+            output = owner(**inputs)
+        logits.append(logits_of(output).detach().clone())
+        cache = cache_of(output)
+        state = owner._update_model_kwargs_for_generation(output, dict(state), is_encoder_decoder=False)
+    return logits
 
-    prefill = sample_inputs()
-    owner = tiny_model()  # the module whose forward takes the cache
-    with torch.no_grad():
-        output = owner(**prefill, use_cache=True)
-    cache = cache_of(output)
-    legacy = to_legacy(cache)
-    converted = from_legacy(cache, legacy)
-    expected = decode(owner, prefill, output, cache)
-    actual = decode(owner, prefill, output, converted)
-    for step, (got, want) in enumerate(zip(actual, expected)):
-        within, beyond = close(got, want, ATOL, RTOL)
-        if not within:
-            what = f"decode step {step + 1} from {type(converted).__name__}"
-            what += ".from_legacy_cache" if hasattr(type(converted), "from_legacy_cache") else "(tuples)"
-            raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+prefill = sample_inputs()
+owner = tiny_model()  # the module whose forward takes the cache
+with torch.no_grad():
+    output = owner(**prefill, use_cache=True)
+cache = cache_of(output)
+legacy = to_legacy(cache)
+converted = from_legacy(cache, legacy)
+decode(owner, prefill, output, converted)  # from the converted cache
+decode(owner, prefill, output, cache)  # from the model's own cache

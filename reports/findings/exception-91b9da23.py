@@ -1,195 +1,41 @@
-# Standalone reproducer of findings group exception-91b9da23: exception at transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._build_default_noise_scheduler
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ImportError", "kind": "exception", "where":
-#   "transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._build_default_noise_scheduler"}
-# Covers 1 class(es), 5 cell(s): VibeVoiceForConditionalGeneration; checks: compile_decode (1),
-#   compile_decode@inductor (1), executorch (1), export_generate (1), onnx_generate (1).
-# Cells: VibeVoiceForConditionalGeneration (compile_decode, compile_decode@inductor, executorch, export_generate,
-#   onnx_generate).
-# This script: VibeVoiceForConditionalGeneration / compile_decode (a tiny random VibeVoiceForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
-#
-# Diagnosis: exception at
-#   `transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._build_default_noise_scheduler`
-#   (site in transformers); raising ImportError. The suite's message, masked: ImportError: The default VibeVoice
-#   noise scheduler (`DPMSolverMultistepScheduler`) requires `diffusers`. Install it with `pip install diffusers`,
-#   or pass a custom `noise_scheduler` instance to `generate(...)`. (at
-#   transformers/models/vibevoice/generation_vibevoice.py:#)
-#
-# Note: eager greedy generate itself raises, before anything is compiled
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.compile] raises at
+transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._build_default_noise_scheduler:
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-91b9da23.py
+The suite saw: ImportError: The default VibeVoice noise scheduler (`DPMSolverMultistepScheduler`) requires
+`diffusers`. Install it with `pip install diffusers`, or pass a custom `noise_scheduler` instance to ...
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import VibeVoiceForConditionalGeneration
-from transformers import VibeVoiceConfig
+from transformers import (Qwen2Config, VibeVoiceAcousticTokenizerConfig, VibeVoiceAcousticTokenizerEncoderConfig,
+    VibeVoiceConfig, VibeVoiceDiffusionHeadConfig, VibeVoiceForConditionalGeneration)
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'audio_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'channels': 1,
-        'hidden_size': 64,
-        'kernel_size': 7,
-        'rms_norm_eps': 1e-05,
-        'layer_scale_init_value': 1e-06,
-        'initializer_range': 0.02,
-        'num_filters': 4,
-        'downsampling_ratios': [2, 2, 4, 5, 5, 8],
-        'depths': [1, 1, 1, 1, 1, 1, 1],
-        'hidden_act': 'gelu',
-        'ffn_expansion': 4,
-        'vae_std': 0.625,
-        '_name_or_path': '',
-        'model_type': 'vibevoice_acoustic_tokenizer',
-        'output_attentions': False,
-    },
-    'semantic_model_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'channels': 1,
-        'hidden_size': 64,
-        'kernel_size': 7,
-        'rms_norm_eps': 1e-05,
-        'layer_scale_init_value': 1e-06,
-        'initializer_range': 0.02,
-        'num_filters': 4,
-        'downsampling_ratios': [2, 2, 4, 5, 5, 8],
-        'depths': [1, 1, 1, 1, 1, 1, 1],
-        'hidden_act': 'gelu',
-        'ffn_expansion': 4,
-        'vae_std': 0.625,
-        '_name_or_path': '',
-        'model_type': 'vibevoice_acoustic_tokenizer_encoder',
-        'output_attentions': False,
-    },
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 32768,
-        'initializer_range': 0.02,
-        'rms_norm_eps': 1e-06,
-        'use_cache': True,
-        'tie_word_embeddings': False,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-        'use_sliding_window': False,
-        'sliding_window': None,
-        'max_window_layers': 2,
-        'layer_types': ['full_attention', 'full_attention'],
-        'attention_dropout': 0.0,
-        'pad_token_id': None,
-        'bos_token_id': None,
-        'eos_token_id': None,
-        '_name_or_path': '',
-        'model_type': 'qwen2',
-        'output_attentions': False,
-    },
-    'diffusion_head_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'latent_size': 64,
-        'num_hidden_layers': 2,
-        'intermediate_size': 128,
-        'rms_norm_eps': 1e-05,
-        'hidden_act': 'silu',
-        'frequency_embedding_size': 256,
-        'diffusion_max_period': 10000,
-        'mlp_bias': False,
-        '_name_or_path': '',
-        'model_type': 'vibevoice_diffusion',
-        'output_attentions': False,
-    },
-    'pad_token_id': 252,
-    'eos_token_id': 252,
-    'audio_bos_token_id': 253,
-    'audio_eos_token_id': 254,
-    'audio_token_id': 255,
-    'diffusion_loss_weight': 0.5,
-    'vocab_size': 256,
-    'tie_word_embeddings': False,
-    'model_type': 'vibevoice',
-    'output_attentions': False,
-}
-BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
+CONFIG = VibeVoiceConfig(
+    audio_config=VibeVoiceAcousticTokenizerConfig(initializer_range=0.02, num_filters=4,
+        depths=[1, 1, 1, 1, 1, 1, 1]),
+    semantic_model_config=VibeVoiceAcousticTokenizerEncoderConfig(initializer_range=0.02, num_filters=4,
+        depths=[1, 1, 1, 1, 1, 1, 1]),
+    text_config=Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_window_layers=2,
+        layer_types=['full_attention', 'full_attention']),
+    diffusion_head_config=VibeVoiceDiffusionHeadConfig(hidden_size=64, num_hidden_layers=2, intermediate_size=128),
+    pad_token_id=252, eos_token_id=252, audio_bos_token_id=253, audio_eos_token_id=254, audio_token_id=255,
+    vocab_size=256)
 NEW_TOKENS = 5
 
 
 def tiny_model():
-    """A fresh tiny VibeVoiceForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = VibeVoiceForConditionalGeneration(VibeVoiceConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return VibeVoiceForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs compile_decode fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[252, 252, 252, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs compile_decode fed: token ids literal.
+inputs = {
+    'input_ids': torch.tensor([[252, 252, 252, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]],
+        dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
+}
 
 def greedy(model, inputs, new_tokens, **extra):
     """Greedy generate of exactly `new_tokens` tokens (EOS cannot stop it), generate's auto-compile off."""
@@ -198,209 +44,4 @@ def greedy(model, inputs, new_tokens, **extra):
                               min_new_tokens=new_tokens, disable_compile=True, **extra)
 
 
-def reproduce():
-    """compile_decode: the steps up to the failure."""
-    inputs = sample_inputs()
-    eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)

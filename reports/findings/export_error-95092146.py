@@ -1,147 +1,41 @@
-# Standalone reproducer of findings group export_error-95092146: export_error at transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "Fail", "kind": "export_error", "what": "onnx runner", "where":
-#   "transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program"}
-# Covers 3 class(es), 4 cell(s): Glm5NextForConditionalGeneration, Mistral3ForConditionalGeneration,
-#   MistralLarge4ForConditionalGeneration; checks: exporter_onnx_forward (2), exporter_onnx_generate (2).
-# Cells: Glm5NextForConditionalGeneration (exporter_onnx_generate); Mistral3ForConditionalGeneration
-#   (exporter_onnx_forward); MistralLarge4ForConditionalGeneration (exporter_onnx_forward,
-#   exporter_onnx_generate).
-# This script: Mistral3ForConditionalGeneration / exporter_onnx_forward (a tiny random
-#   Mistral3ForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
-#   failure).
-#
-# Diagnosis: export_error at `transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program` (site in
-#   transformers); raising Fail. The suite's message, masked: onnx runner: Fail: [ONNXRuntimeError] : # : FAIL :
-#   Node (node_squeeze_1) Op (Squeeze) [ShapeInferenceError] Dimension of input # must be # instead of # (at
-#   transformers/exporters/runners/runner_onnx.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: OnnxExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
-#   another length)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[transformers.exporters] export fails at transformers.exporters.runners.runner_onnx:OnnxModelRunner.from_program:
+Mistral3ForConditionalGeneration (exporter_onnx_forward).
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-95092146.py
+The suite saw: onnx runner: Fail: [ONNXRuntimeError] : 1 : FAIL : Node (node_squeeze_1) Op (Squeeze)
+[ShapeInferenceError] Dimension of input 0 must be 1 instead of 8 (at ...
+Shared by 3 class(es), 4 cell(s) of 2 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import Mistral3ForConditionalGeneration
-from transformers import Mistral3Config
+from transformers import Mistral3Config, Mistral3ForConditionalGeneration, MistralConfig, PixtralVisionConfig
+from transformers.exporters import OnnxExporter, OnnxConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_channels': 3,
-        'image_size': 32,
-        'patch_size': 8,
-        'hidden_act': 'gelu',
-        'attention_dropout': 0.0,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'axial'},
-        'initializer_range': 0.02,
-        'head_dim': 16,
-        '_name_or_path': '',
-        'vocab_size': 256,
-        'model_type': 'pixtral',
-        'output_attentions': False,
-    },
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'head_dim': 16,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 131072,
-        'initializer_range': 0.02,
-        'rms_norm_eps': 1e-05,
-        'use_cache': True,
-        'pad_token_id': None,
-        'bos_token_id': 1,
-        'eos_token_id': 2,
-        'tie_word_embeddings': False,
-        'rope_parameters': {'rope_theta': 1000000000.0, 'rope_type': 'default'},
-        'sliding_window': None,
-        'attention_dropout': 0.0,
-        '_name_or_path': '',
-        'model_type': 'mistral',
-        'output_attentions': False,
-    },
-    'image_token_index': 10,
-    'projector_hidden_act': 'gelu',
-    'vision_feature_layer': -1,
-    'multimodal_projector_bias': False,
-    'spatial_merge_size': 2,
-    'tie_word_embeddings': True,
-    'model_type': 'mistral3',
-    'output_attentions': False,
-}
+CONFIG = Mistral3Config(
+    vision_config=PixtralVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8, head_dim=16, vocab_size=256),
+    text_config=MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-05,
+        rope_parameters={'rope_theta': 1000000000.0, 'rope_type': 'default'}, sliding_window=None))
 CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Mistral3ForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Mistral3ForConditionalGeneration(Mistral3Config.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return Mistral3ForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs exporter_onnx_forward fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[0, 0, 0, 28, 105, 156, 157, 44] + [10] * 4 + [84, 28, 109, 75], [0, 0, 0, 76, 195, 180, 38] + [10] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
-        'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
-        'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs exporter_onnx_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 0, 28, 105, 156, 157, 44] + [10] * 4 + [84, 28, 109, 75], [0, 0, 0, 76, 195, 180,
+        38] + [10] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
+    'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+    'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
+}
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -158,7 +52,7 @@ def logits_of(output):
     return output[0]
 
 
-def close(actual, expected, atol, rtol=1.3e-6):
+def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
     elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
     if actual.shape != expected.shape:
@@ -175,33 +69,9 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
-
-
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -212,223 +82,18 @@ def runner_kwargs(runner, owner, inputs):
     return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
-def reproduce():
-    """exporter_onnx_forward: the steps up to the failure."""
-    inputs = sample_inputs()
-    model = tiny_model()
-    exporter, config = exporter_of('onnx', dynamic=True)
-    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
-    runner = exporter_call(lambda: exported.to("cpu").runners["model"])
-    reference = tiny_model()
-    actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
-    with torch.no_grad():
-        expected = logits_of(reference(**inputs, **CONSTANTS))
-    mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
-    if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
-        actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
-    what = "onnx runner logits on the sample"
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+model = tiny_model()
+exporter, config = OnnxExporter(), OnnxConfig(dynamic=True)
+exported = exporter.export(model, dict(inputs, **CONSTANTS), config)
+runner = exported.to("cpu").runners["model"]
+reference = tiny_model()
+actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
+with torch.no_grad():
+    expected = logits_of(reference(**inputs, **CONSTANTS))
+mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
+if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
+    actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
+what = "onnx runner logits on the sample"
+within, beyond = close(actual, expected, ATOL, RTOL)
+if not within:
+    raise AssertionError(f"{what}: logits differ from eager by {beyond}")

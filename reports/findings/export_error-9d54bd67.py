@@ -1,237 +1,53 @@
-# Standalone reproducer of findings group export_error-9d54bd67: export_error at transformers.exporters.runners.runner_openvino:OpenVINOModelRunner.from_program
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "RuntimeError", "kind": "export_error", "what": "openvino runners",
-#   "where": "transformers.exporters.runners.runner_openvino:OpenVINOModelRunner.from_program"}
-# Covers 1 class(es), 1 cell(s): Glm5NextForConditionalGeneration; checks: exporter_openvino_generate (1).
-# Cells: Glm5NextForConditionalGeneration (exporter_openvino_generate).
-# This script: Glm5NextForConditionalGeneration / exporter_openvino_generate (a tiny random
-#   Glm5NextForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
-#   failure).
-#
-# Diagnosis: export_error at `transformers.exporters.runners.runner_openvino:OpenVINOModelRunner.from_program`
-#   (site in transformers); raising RuntimeError. The suite's message, masked: openvino runners: RuntimeError:
-#   Exception from src/inference/src/cpp/core.cpp:#: (at transformers/exporters/runners/runner_openvino.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: OpenVINOExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request
-#   (the check also generates for a prompt of another length)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[transformers.exporters] export fails at
+transformers.exporters.runners.runner_openvino:OpenVINOModelRunner.from_program: Glm5NextForConditionalGeneration
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-9d54bd67.py
+The suite saw: openvino runners: RuntimeError: Exception from src/inference/src/cpp/core.cpp:117: (at
+transformers/exporters/runners/runner_openvino.py:108)
+Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import inspect
-import os
-import sys
-import tempfile
 
 import torch
-import transformers
-from transformers import Glm5NextForConditionalGeneration
-from transformers import Glm5NextConfig
+from transformers import Glm5NextConfig, Glm5NextForConditionalGeneration, Glm5NextTextConfig, Glm5NextVisionConfig
+from transformers.exporters import OpenVINOExporter, OpenVINOConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'moe_intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'n_shared_experts': 1,
-        'n_routed_experts': 4,
-        'output_router_logits': False,
-        'routed_scaling_factor': 2.5,
-        'kv_lora_rank': 32,
-        'q_lora_rank': 32,
-        'qk_rope_head_dim': 0,
-        'v_head_dim': 16,
-        'qk_nope_head_dim': 8,
-        'n_group': 1,
-        'topk_group': 1,
-        'num_experts_per_tok': 2,
-        'norm_topk_prob': True,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 1048576,
-        'initializer_range': 0.02,
-        'rms_norm_eps': 1e-05,
-        'use_cache': True,
-        'pad_token_id': 249,
-        'bos_token_id': None,
-        'eos_token_id': None,
-        'tie_word_embeddings': False,
-        'mlp_layer_types': ['dense', 'sparse'],
-        'attention_bias': False,
-        'attention_dropout': 0.0,
-        'index_topk': 2048,
-        'index_head_dim': 16,
-        'index_n_heads': 4,
-        'head_dim': 0,
-        'layer_types': ['linear_attention', 'indexed_attention'],
-        'indexer_types': ['full', 'full'],
-        'swiglu_limit': 10.0,
-        'linear_head_dim': 16,
-        'linear_num_heads': 4,
-        'linear_conv_kernel_dim': 4,
-        'linear_lower_bound': -5.0,
-        'hc_mult': 4,
-        'hc_eps': 1e-06,
-        'hc_sinkhorn_iters': 20,
-        'router_aux_loss_coef': 0.001,
-        'index_kpool': 16,
-        'index_kpool_always_select_tail': True,
-        'qk_head_dim': 8,
-        '_name_or_path': '',
-        'model_type': 'glm5_next_text',
-        'output_attentions': False,
-    },
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'depth': 2,
-        'hidden_size': 64,
-        'hidden_act': 'silu',
-        'attention_bias': True,
-        'attention_dropout': 0.0,
-        'num_heads': 4,
-        'in_channels': 3,
-        'image_size': 32,
-        'patch_size': 8,
-        'rms_norm_eps': 1e-05,
-        'spatial_merge_size': 2,
-        'temporal_patch_size': 2,
-        'out_hidden_size': 64,
-        'intermediate_size': 128,
-        'initializer_range': 0.02,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'axial'},
-        'projection_intermediate_size': 128,
-        'swiglu_limit': 10.0,
-        '_name_or_path': '',
-        'model_type': 'glm5_next_vision',
-        'output_attentions': False,
-    },
-    'image_token_id': 254,
-    'video_token_id': 255,
-    'image_start_token_id': 250,
-    'image_end_token_id': 251,
-    'video_start_token_id': 252,
-    'video_end_token_id': 253,
-    'tie_word_embeddings': False,
-    'model_type': 'glm5_next',
-    'output_attentions': False,
-}
+CONFIG = Glm5NextConfig(
+    text_config=Glm5NextTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, moe_intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, n_routed_experts=4, kv_lora_rank=32,
+        q_lora_rank=32, v_head_dim=16, qk_nope_head_dim=8, num_experts_per_tok=2, pad_token_id=249,
+        mlp_layer_types=['dense', 'sparse'], index_head_dim=16, index_n_heads=4,
+        layer_types=['linear_attention', 'indexed_attention'], indexer_types=['full', 'full'], linear_head_dim=16,
+        linear_num_heads=4, qk_head_dim=8),
+    vision_config=Glm5NextVisionConfig(depth=2, hidden_size=64, num_heads=4, image_size=32, patch_size=8,
+        out_hidden_size=64, intermediate_size=128, projection_intermediate_size=128),
+    image_token_id=254, video_token_id=255, image_start_token_id=250, image_end_token_id=251,
+    video_start_token_id=252, video_end_token_id=253)
 GENERATION = {
-    'max_new_tokens': 4,
-    'min_new_tokens': 4,
-    'do_sample': False,
-    'num_beams': 1,
-    'cache_implementation': 'static',
-    'max_cache_len': 25,
-    'output_logits': True,
-    'return_dict_in_generate': True,
-    'pad_token_id': 249,
+    'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
+    'max_cache_len': 25, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 249,
 }
-NEW_TOKENS = 4
-ATOL = 0.0001
-RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Glm5NextForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = Glm5NextForConditionalGeneration(Glm5NextConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return Glm5NextForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs exporter_openvino_generate fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[13, 185, 190, 125, 250] + [254] * 4 + [251, 81, 143, 70, 68, 177]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 15), 1, dtype=torch.int64),
-        'pixel_values': torch.randn((16, 384), generator=g, dtype=torch.float32),
-        'image_grid_thw': torch.tensor([[1, 4, 4]], dtype=torch.int64),
-        'mm_token_type_ids': torch.tensor([[0] * 5 + [1] * 4 + [0] * 6], dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
-
-def close(actual, expected, atol, rtol=1.3e-6):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
-
-
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
-
+# The inputs exporter_openvino_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[13, 185, 190, 125, 250] + [254] * 4 + [251, 81, 143, 70, 68, 177]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 15), 1, dtype=torch.int64),
+    'pixel_values': torch.randn((16, 384), generator=g, dtype=torch.float32),
+    'image_grid_thw': torch.tensor([[1, 4, 4]], dtype=torch.int64),
+    'mm_token_type_ids': torch.tensor([[0] * 5 + [1] * 4 + [0] * 6], dtype=torch.int64),
+}
 
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -243,7 +59,7 @@ def runner_kwargs(runner, owner, inputs):
 
 
 def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    """A call's arguments by name, `**kwargs` merged."""
     signature = inspect.signature(original)
     named = {}
     for name, value in signature.bind(*args, **kwargs).arguments.items():
@@ -256,10 +72,10 @@ def bound(original, args, kwargs):
 
 
 class RoutedGenerate:
-    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
-    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
-    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
-    calls of named submodules no component covers (their PyTorch code ran)."""
+    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
+    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
+    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
+    PyTorch code ran)."""
 
     def __init__(self, model, runners):
         import functools
@@ -283,7 +99,7 @@ class RoutedGenerate:
             if first and prefill is None:
                 return original(*args, **kwargs)
             runner = prefill if first else decode
-            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
 
         model.forward = forward
 
@@ -294,7 +110,7 @@ class RoutedGenerate:
 
         @functools.wraps(original)
         def forward(*args, **kwargs):
-            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
 
         module.forward = forward
 
@@ -306,235 +122,11 @@ class RoutedGenerate:
             return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
-def reproduce():
-    """exporter_openvino_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
-    config = tiny_model().generation_config
-    config.update(**GENERATION)
-    exporter, export_config = exporter_of('openvino', dynamic=True)
-    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
-                             generation_config=config)
-    runners = exporter_call(lambda: exported.to("cpu", config={'INFERENCE_PRECISION_HINT': 'f32'}).runners)
-    routed = RoutedGenerate(tiny_model(), runners)
-    actual = routed.generate(inputs, config)
-    if routed.eager_calls:
-        left_out = sorted(routed.eager_calls)
-        raise Finding("contract", f"export_for_generation left {left_out} out of its components "
-                      f"({sorted(exported.components)}), and generate calls them",
-                      what=f"submodules called by generate but not exported: {left_out}",
-                      where='transformers.exporters.utils:decompose_for_generation')
-    with torch.no_grad():
-        expected = tiny_model().generate(**inputs, generation_config=config)
-    tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]
-    if not torch.equal(tokens, wanted):
-        step = int((tokens != wanted).any(0).nonzero()[0])
-        raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "
-                      f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",
-                      what=f"tokens from the components differ at new token {step}")
-    for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
-        within, beyond = close(a.float(), e.float(), ATOL, RTOL)
-        if not within:
-            raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "
-                          f"eager generate by {beyond}", what="logits from the components differ")
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+config = tiny_model().generation_config
+config.update(**GENERATION)
+exporter, export_config = OpenVINOExporter(), OpenVINOConfig(dynamic=True)
+exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,
+                                           generation_config=config)
+runners = exported.to("cpu", config={'INFERENCE_PRECISION_HINT': 'f32'}).runners
+routed = RoutedGenerate(tiny_model(), runners)
+actual = routed.generate(inputs, config)

@@ -1,178 +1,42 @@
-# Standalone reproducer of findings group export_error-cc50269c: export_error at transformers.cache_utils:Cache.get_conv_state
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ValueError", "kind": "export_error", "what": "export of part
-#   prefill", "where": "transformers.cache_utils:Cache.get_conv_state"}
-# Covers 3 class(es), 6 cell(s): Inkling2ForConditionalGeneration, Inkling2LoopForConditionalGeneration,
-#   InklingForConditionalGeneration; checks: executorch (3), export_generate (3).
-# Cells: Inkling2ForConditionalGeneration (executorch, export_generate); Inkling2LoopForConditionalGeneration
-#   (executorch, export_generate); InklingForConditionalGeneration (executorch, export_generate).
-# This script: InklingForConditionalGeneration / export_generate (a tiny random InklingForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
-#
-# Diagnosis: export_error at `transformers.cache_utils:Cache.get_conv_state` (site in transformers); raising
-#   ValueError. The suite's message, masked: export of part 'prefill' with attention_mask, inputs_embeds dynamic
-#   failed: ValueError: Cannot get conv state for non linear attention layer # of type StaticLayer. (at
-#   transformers/cache_utils.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.export] export fails at transformers.cache_utils:Cache.get_conv_state: InklingForConditionalGeneration
+(export_generate).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-cc50269c.py
+The suite saw: export of part 'prefill' with attention_mask, inputs_embeds dynamic failed: ValueError: Cannot get
+conv state for non linear attention layer 0 of type StaticLayer. (at transformers/cache_utils.py:1632)
+Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
+"""
 
 import inspect
-import os
-import sys
-import tempfile
 
 import torch
-import transformers
-from transformers import InklingForConditionalGeneration
-from transformers import InklingConfig
+from transformers import (InklingAudioConfig, InklingConfig, InklingForConditionalGeneration, InklingTextConfig,
+    InklingVisionConfig)
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'unpadded_vocab_size': None,
-        'hidden_size': 64,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 2,
-        'head_dim': 16,
-        'swa_num_attention_heads': 4,
-        'swa_num_key_value_heads': 2,
-        'swa_head_dim': 16,
-        'sliding_window_size': 512,
-        'd_rel': 16,
-        'rel_extent': 1024,
-        'log_scaling_n_floor': None,
-        'log_scaling_alpha': 0.1,
-        'local_layer_ids': None,
-        'layer_types': ['hybrid_sliding', 'hybrid'],
-        'max_position_embeddings': 131072,
-        'rms_norm_eps': 1e-06,
-        'conv_kernel_size': 4,
-        'mlp_layer_types': ['sparse', 'sparse'],
-        'intermediate_size': 128,
-        'hidden_act': 'silu',
-        'moe_intermediate_size': 128,
-        'n_routed_experts': 4,
-        'num_experts_per_tok': 2,
-        'n_shared_experts': 1,
-        'shared_expert_sink': True,
-        'route_scale': 8.0,
-        'logits_mup_width_multiplier': 24.0,
-        'rms_norm_eps_moe_gate': 1e-06,
-        'attention_dropout': 0.0,
-        'initializer_range': 0.02,
-        'pad_token_id': None,
-        'bos_token_id': 1,
-        'eos_token_id': 2,
-        'num_mtp_layers': None,
-        'chain_hidden_post_norm': False,
-        'mtp_hidden_states_first': True,
-        'mtp_local_layer_ids': None,
-        'number_of_conv_states': 4,
-        '_name_or_path': '',
-        'model_type': 'inkling_text',
-        'output_attentions': False,
-    },
-    'audio_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'n_mel_bins': 80,
-        'mel_vocab_size': 256,
-        'text_hidden_size': 64,
-        'rms_norm_eps': 1e-06,
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'inkling_audio',
-        'output_attentions': False,
-    },
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'text_hidden_size': 64,
-        'patch_size': 8,
-        'temporal_patch_size': 2,
-        'num_channels': 3,
-        'hidden_size': 64,
-        'n_layers': 2,
-        'num_attention_heads': 4,
-        'rms_norm_eps': 1e-06,
-        'initializer_range': 0.02,
-        '_name_or_path': '',
-        'model_type': 'inkling_vision',
-        'output_attentions': False,
-    },
-    'image_token_id': 255,
-    'audio_token_id': 254,
-    'image_bos_token_id': 252,
-    'audio_bos_token_id': 253,
-    'model_type': 'inkling_mm_model',
-    'output_attentions': False,
-}
+CONFIG = InklingConfig(
+    text_config=InklingTextConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16,
+        layer_types=['hybrid_sliding', 'hybrid'], mlp_layer_types=['sparse', 'sparse'], intermediate_size=128,
+        moe_intermediate_size=128, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
+    audio_config=InklingAudioConfig(text_hidden_size=64),
+    vision_config=InklingVisionConfig(text_hidden_size=64, patch_size=8, hidden_size=64, n_layers=2,
+        num_attention_heads=4),
+    image_token_id=255, audio_token_id=254, image_bos_token_id=252, audio_bos_token_id=253)
 MAX_LEN = 18
-NEW_TOKENS = 8
-ATOL = 0.0001
-RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny InklingForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = InklingForConditionalGeneration(InklingConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return InklingForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs export_generate fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[58, 141, 194, 46, 255, 144, 136, 11, 187, 180]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 10), 1, dtype=torch.int64),
-        'pixel_values': torch.randn((1, 2, 8, 8, 3), generator=g, dtype=torch.float32),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs export_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[58, 141, 194, 46, 255, 144, 136, 11, 187, 180]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 10), 1, dtype=torch.int64),
+    'pixel_values': torch.randn((1, 2, 8, 8, 3), generator=g, dtype=torch.float32),
+}
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -209,32 +73,6 @@ def full_static_layers(cache, max_len):
         if isinstance(layer, StaticSlidingWindowLayer) and layer.max_cache_len >= max_len:
             cache.layers[i] = StaticLayer(max_len)
     return cache
-
-
-def image_features(output):
-    """Features as [tokens, hidden]: `pooler_output`, a tensor, or a list of them."""
-    pooled = getattr(output, "pooler_output", None)
-    if isinstance(pooled, (torch.Tensor, list, tuple)):
-        output = pooled
-    elif not isinstance(output, (torch.Tensor, list, tuple)) and hasattr(output, "last_hidden_state"):
-        output = output.last_hidden_state
-    if isinstance(output, (list, tuple)):
-        return torch.cat([image_features(o) for o in output], dim=0)
-    return output.reshape(-1, output.shape[-1])
-
-
-class VisionPart(torch.nn.Module):
-    """Vision encoder + projector: media -> the placeholder features [tokens, hidden]."""
-
-    def __init__(self, model):
-        super().__init__()
-        self.model = model
-        # transformers' exporters read `model.config` of what they export (their input preparers for NaViT-style
-        # encoders do), as its own components, PreTrainedModels, have it: the part carries its model's.
-        self.config = model.config
-
-    def forward(self, **media):
-        return image_features(self.model.get_image_features(**media))
 
 
 class EmbedPart(torch.nn.Module):
@@ -279,228 +117,18 @@ class DecoderPart(torch.nn.Module):
 
 
 def export_part(module, args=(), kwargs=None):
-    """torch.export.export(strict=False) of one generation part (export_generate)."""
-    with torch.no_grad(), failing_as("export_error"):
+    """torch.export.export(strict=False) of one generation part."""
+    with torch.no_grad():
         return torch.export.export(module, args, kwargs or {}, strict=False)
 
 
-def reproduce():
-    """export_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
-    model = tiny_model()
-    owner = model  # the module generate decodes with
-    placeholders = inputs["input_ids"] == 255
-    ids = inputs["input_ids"].masked_fill(placeholders, 0)
-    media = {k: inputs[k] for k in ['pixel_values']}
-    text = {k: inputs[k] for k in ['attention_mask']}
-    embedding = EmbedPart(owner.get_input_embeddings())
-    decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
-    programs = {}
-    programs['vision'] = export_part(VisionPart(model), kwargs=media)
-    programs['embed_prefill'] = export_part(embedding, (ids,))
-    programs['embed_step'] = export_part(embedding, (ids[:, -1:],))
-    with torch.no_grad():
-        embeds = embedding(ids)
-    programs['prefill'] = export_part(decoder, (embeds,), dict(text))
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+model = tiny_model()
+owner = model  # the module generate decodes with
+placeholders = inputs["input_ids"] == 255
+ids = inputs["input_ids"].masked_fill(placeholders, 0)
+text = {k: inputs[k] for k in ['attention_mask']}
+embedding = EmbedPart(owner.get_input_embeddings())
+decoder = DecoderPart(owner, MAX_LEN, 'cache', owner.config.get_text_config(decoder=True))
+with torch.no_grad():
+    embeds = embedding(ids)
+export_part(decoder, (embeds,), dict(text))

@@ -1,215 +1,47 @@
-# Standalone reproducer of findings group export_error-dd71757c: export_error at transformers.exporters.runners.runner_dynamo:DynamoModelRunner.__call__
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "ValueError", "kind": "export_error", "what": "dynamo runner of
-#   component 'decode'", "where": "transformers.exporters.runners.runner_dynamo:DynamoModelRunner.__call__"}
-# Covers 17 class(es), 17 cell(s): AyaVisionForConditionalGeneration, ChameleonForConditionalGeneration,
-#   Cohere2VisionForConditionalGeneration, Dots3NoteForConditionalGeneration, Emu3ForConditionalGeneration,
-#   Exaone4_5_ForConditionalGeneration, Gemma3ForConditionalGeneration, Gemma4ForConditionalGeneration,
-#   Gemma4UnifiedForConditionalGeneration, Idefics2ForConditionalGeneration, Inkling2ForConditionalGeneration,
-#   Inkling2LoopForConditionalGeneration ...; checks: exporter_dynamo_generate (17).
-# Cells: AyaVisionForConditionalGeneration (exporter_dynamo_generate); ChameleonForConditionalGeneration
-#   (exporter_dynamo_generate); Cohere2VisionForConditionalGeneration (exporter_dynamo_generate);
-#   Dots3NoteForConditionalGeneration (exporter_dynamo_generate); Emu3ForConditionalGeneration
-#   (exporter_dynamo_generate); Exaone4_5_ForConditionalGeneration (exporter_dynamo_generate);
-#   Gemma3ForConditionalGeneration (exporter_dynamo_generate); Gemma4ForConditionalGeneration
-#   (exporter_dynamo_generate); Gemma4UnifiedForConditionalGeneration (exporter_dynamo_generate);
-#   Idefics2ForConditionalGeneration (exporter_dynamo_generate); Inkling2ForConditionalGeneration
-#   (exporter_dynamo_generate); Inkling2LoopForConditionalGeneration (exporter_dynamo_generate);
-#   InklingForConditionalGeneration (exporter_dynamo_generate); MoshiForConditionalGeneration
-#   (exporter_dynamo_generate); MuseGlimmerForConditionalGeneration (exporter_dynamo_generate);
-#   MuseSparkForConditionalGeneration (exporter_dynamo_generate); UnlimitedOcrForConditionalGeneration
-#   (exporter_dynamo_generate).
-# This script: AyaVisionForConditionalGeneration / exporter_dynamo_generate (a tiny random
-#   AyaVisionForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
-#   failure).
-#
-# Diagnosis: export_error at `transformers.exporters.runners.runner_dynamo:DynamoModelRunner.__call__` (site in
-#   transformers); raising ValueError. The suite's message, masked: dynamo runner of component 'decode':
-#   ValueError: Trying to flatten user inputs with exported input tree spec: (traced cumulative_length_int #,
-#   called with #) (at transformers/exporters/runners/runner_dynamo.py:#)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: DynamoExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request (the
-#   check also generates for a prompt of another length)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[transformers.exporters] export fails at transformers.exporters.runners.runner_dynamo:DynamoModelRunner.__call__:
+Cohere2VisionForConditionalGeneration (exporter_dynamo_generate).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-dd71757c.py
+The suite saw: dynamo runner of component 'decode': ValueError: Trying to flatten user inputs with exported input
+tree spec: (traced cumulative_length_int 13, called with 14) (at transformers/exporters/runners/runner_dynamo.py:54)
+Shared by 17 class(es), 17 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import inspect
-import os
-import sys
-import tempfile
 
 import torch
-import transformers
-from transformers import AyaVisionForConditionalGeneration
-from transformers import AyaVisionConfig
+from transformers import (Cohere2Config, Cohere2VisionConfig, Cohere2VisionForConditionalGeneration, SiglipVisionConfig)
+from transformers.exporters import DynamoExporter, DynamoConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vision_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_channels': 3,
-        'image_size': 32,
-        'patch_size': 8,
-        'hidden_act': 'gelu_pytorch_tanh',
-        'layer_norm_eps': 1e-06,
-        'attention_dropout': 0.0,
-        'vision_use_head': False,
-        '_name_or_path': '',
-        'model_type': 'siglip_vision_model',
-        'output_attentions': False,
-    },
-    'text_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'intermediate_size': 128,
-        'logit_scale': 0.0625,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'hidden_act': 'silu',
-        'max_position_embeddings': 8192,
-        'initializer_range': 0.02,
-        'layer_norm_eps': 1e-05,
-        'use_cache': True,
-        'pad_token_id': 0,
-        'bos_token_id': 5,
-        'eos_token_id': 254,
-        'tie_word_embeddings': True,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-        'attention_bias': False,
-        'attention_dropout': 0.0,
-        'sliding_window': 4096,
-        'layer_types': ['sliding_attention', 'full_attention'],
-        'head_dim': 16,
-        '_name_or_path': '',
-        'model_type': 'cohere2',
-        'output_attentions': False,
-    },
-    'vision_feature_select_strategy': 'full',
-    'vision_feature_layer': -1,
-    'downsample_factor': 2,
-    'adapter_layer_norm_eps': 1e-06,
-    'image_token_index': 255,
-    'tie_word_embeddings': True,
-    'model_type': 'aya_vision',
-    'output_attentions': False,
-}
+CONFIG = Cohere2VisionConfig(
+    vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8),
+    text_config=Cohere2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
+        layer_types=['sliding_attention', 'full_attention'], head_dim=16),
+    image_token_id=255, alignment_intermediate_size=128)
 GENERATION = {
-    'max_new_tokens': 4,
-    'min_new_tokens': 4,
-    'do_sample': False,
-    'num_beams': 1,
-    'cache_implementation': 'static',
-    'max_cache_len': 28,
-    'output_logits': True,
-    'return_dict_in_generate': True,
-    'pad_token_id': 0,
+    'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
+    'max_cache_len': 23, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
 }
-NEW_TOKENS = 4
-ATOL = 0.0001
-RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny AyaVisionForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = AyaVisionForConditionalGeneration(AyaVisionConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return Cohere2VisionForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs exporter_dynamo_generate fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[11, 12, 13, 14, 15, 16, 252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 18), 1, dtype=torch.int64),
-        'pixel_values': (torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32) * 1.08 + 0.205),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
-
-def close(actual, expected, atol, rtol=1.3e-6):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
-
-
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
-
+# The inputs exporter_dynamo_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[76, 195, 180, 38] + [255] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 13), 1, dtype=torch.int64),
+    'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
+}
 
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -221,7 +53,7 @@ def runner_kwargs(runner, owner, inputs):
 
 
 def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    """A call's arguments by name, `**kwargs` merged."""
     signature = inspect.signature(original)
     named = {}
     for name, value in signature.bind(*args, **kwargs).arguments.items():
@@ -234,10 +66,10 @@ def bound(original, args, kwargs):
 
 
 class RoutedGenerate:
-    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
-    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
-    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
-    calls of named submodules no component covers (their PyTorch code ran)."""
+    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
+    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
+    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
+    PyTorch code ran)."""
 
     def __init__(self, model, runners):
         import functools
@@ -261,7 +93,7 @@ class RoutedGenerate:
             if first and prefill is None:
                 return original(*args, **kwargs)
             runner = prefill if first else decode
-            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
 
         model.forward = forward
 
@@ -272,7 +104,7 @@ class RoutedGenerate:
 
         @functools.wraps(original)
         def forward(*args, **kwargs):
-            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
 
         module.forward = forward
 
@@ -284,235 +116,11 @@ class RoutedGenerate:
             return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
-def reproduce():
-    """exporter_dynamo_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
-    config = tiny_model().generation_config
-    config.update(**GENERATION)
-    exporter, export_config = exporter_of('dynamo', dynamic=True)
-    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
-                             generation_config=config)
-    runners = exporter_call(lambda: exported.to("cpu").runners)
-    routed = RoutedGenerate(tiny_model(), runners)
-    actual = routed.generate(inputs, config)
-    if routed.eager_calls:
-        left_out = sorted(routed.eager_calls)
-        raise Finding("contract", f"export_for_generation left {left_out} out of its components "
-                      f"({sorted(exported.components)}), and generate calls them",
-                      what=f"submodules called by generate but not exported: {left_out}",
-                      where='transformers.exporters.utils:decompose_for_generation')
-    with torch.no_grad():
-        expected = tiny_model().generate(**inputs, generation_config=config)
-    tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]
-    if not torch.equal(tokens, wanted):
-        step = int((tokens != wanted).any(0).nonzero()[0])
-        raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "
-                      f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",
-                      what=f"tokens from the components differ at new token {step}")
-    for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
-        within, beyond = close(a.float(), e.float(), ATOL, RTOL)
-        if not within:
-            raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "
-                          f"eager generate by {beyond}", what="logits from the components differ")
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+config = tiny_model().generation_config
+config.update(**GENERATION)
+exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
+exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,
+                                           generation_config=config)
+runners = exported.to("cpu").runners
+routed = RoutedGenerate(tiny_model(), runners)
+actual = routed.generate(inputs, config)

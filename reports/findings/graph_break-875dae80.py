@@ -1,397 +1,56 @@
-# Standalone reproducer of findings group graph_break-875dae80: graph_break at transformers.models.chameleon.modeling_chameleon:ChameleonImageVocabularyMapping.convert_img2bpe
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "Unsupported", "kind": "graph_break", "where":
-#   "transformers.models.chameleon.modeling_chameleon:ChameleonImageVocabularyMapping.convert_img2bpe"}
-# Covers 1 class(es), 1 cell(s): ChameleonForConditionalGeneration; checks: compile_dynamic (1).
-# Cells: ChameleonForConditionalGeneration (compile_dynamic).
-# This script: ChameleonForConditionalGeneration / compile_dynamic (a tiny random
-#   ChameleonForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to the
-#   failure).
-#
-# Diagnosis: graph_break at
-#   `transformers.models.chameleon.modeling_chameleon:ChameleonImageVocabularyMapping.convert_img2bpe` (site in
-#   transformers); raising Unsupported. The suite's message, masked: fullgraph compile failed: Unsupported:
-#   Unsupported context manager: Dynamo does not know how to enter a `RLock` context manager. (at
-#   transformers/models/chameleon/modeling_chameleon.py:#: `img_tokens =
-#   self.img2bpe_mapping_tensor[img_batch.to("cpu")]`)
-#
-# Inputs: token ids and masks as recorded; pixel_values seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.compile] graph break under fullgraph at
+transformers.models.chameleon.modeling_chameleon:ChameleonImageVocabularyMapping.convert_img2bpe:
 
-import sys
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python graph_break-875dae80.py
+The suite saw: fullgraph compile failed: Unsupported: Unsupported context manager: Dynamo does not know how to enter
+a `RLock` context manager. (at transformers/models/chameleon/modeling_chameleon.py:757: `img_tokens = ...
+Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import ChameleonForConditionalGeneration
-from transformers import ChameleonConfig
+from transformers import ChameleonConfig, ChameleonForConditionalGeneration, ChameleonVQVAEConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vocab_size': 256,
-    'hidden_size': 64,
-    'intermediate_size': 128,
-    'num_hidden_layers': 2,
-    'num_attention_heads': 4,
-    'num_key_value_heads': 4,
-    'hidden_act': 'silu',
-    'max_position_embeddings': 4096,
-    'initializer_range': 0.02,
-    'rms_norm_eps': 1e-05,
-    'use_cache': True,
-    'pad_token_id': None,
-    'bos_token_id': 1,
-    'eos_token_id': 2,
-    'tie_word_embeddings': False,
-    'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-    'attention_bias': False,
-    'attention_dropout': 0.0,
-    'model_parallel_size': 1,
-    'swin_norm': False,
-    'vq_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'embed_dim': 64,
-        'num_embeddings': 64,
-        'double_latent': False,
-        'latent_channels': 64,
-        'resolution': 512,
-        'in_channels': 3,
-        'base_channels': 64,
-        'channel_multiplier': [1, 1, 1, 1, 1],
-        'num_res_blocks': 1,
-        'attn_resolutions': None,
-        'dropout': 0.0,
-        'attn_type': 'vanilla',
-        '_name_or_path': '',
-        'model_type': 'chameleon_vqgan',
-        'output_attentions': False,
+CONFIG = ChameleonConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+    num_attention_heads=4, num_key_value_heads=4,
+    vq_config=ChameleonVQVAEConfig(embed_dim=64, num_embeddings=64, latent_channels=64, base_channels=64,
+        channel_multiplier=[1, 1, 1, 1, 1], num_res_blocks=1),
+    vocabulary_map={
+        '<image>': 200, 'IMGIMGAZ': 100, 'IMGIMGBZ': 101, 'IMGIMGCZ': 102, 'IMGIMGDZ': 103, 'IMGIMGEZ': 104,
+        'IMGIMGFZ': 105, 'IMGIMGGZ': 106, 'IMGIMGHZ': 107, 'IMGIMGIZ': 108, 'IMGIMGJZ': 109, 'IMGIMGBAZ': 110,
+        'IMGIMGBBZ': 111, 'IMGIMGBCZ': 112, 'IMGIMGBDZ': 113, 'IMGIMGBEZ': 114, 'IMGIMGBFZ': 115, 'IMGIMGBGZ': 116,
+        'IMGIMGBHZ': 117, 'IMGIMGBIZ': 118, 'IMGIMGBJZ': 119, 'IMGIMGCAZ': 120, 'IMGIMGCBZ': 121, 'IMGIMGCCZ': 122,
+        'IMGIMGCDZ': 123, 'IMGIMGCEZ': 124, 'IMGIMGCFZ': 125, 'IMGIMGCGZ': 126, 'IMGIMGCHZ': 127, 'IMGIMGCIZ': 128,
+        'IMGIMGCJZ': 129, 'IMGIMGDAZ': 130, 'IMGIMGDBZ': 131, 'IMGIMGDCZ': 132, 'IMGIMGDDZ': 133, 'IMGIMGDEZ': 134,
+        'IMGIMGDFZ': 135, 'IMGIMGDGZ': 136, 'IMGIMGDHZ': 137, 'IMGIMGDIZ': 138, 'IMGIMGDJZ': 139, 'IMGIMGEAZ': 140,
+        'IMGIMGEBZ': 141, 'IMGIMGECZ': 142, 'IMGIMGEDZ': 143, 'IMGIMGEEZ': 144, 'IMGIMGEFZ': 145, 'IMGIMGEGZ': 146,
+        'IMGIMGEHZ': 147, 'IMGIMGEIZ': 148, 'IMGIMGEJZ': 149, 'IMGIMGFAZ': 150, 'IMGIMGFBZ': 151, 'IMGIMGFCZ': 152,
+        'IMGIMGFDZ': 153, 'IMGIMGFEZ': 154, 'IMGIMGFFZ': 155, 'IMGIMGFGZ': 156, 'IMGIMGFHZ': 157, 'IMGIMGFIZ': 158,
+        'IMGIMGFJZ': 159, 'IMGIMGGAZ': 160, 'IMGIMGGBZ': 161, 'IMGIMGGCZ': 162, 'IMGIMGGDZ': 163,
     },
-    'vocabulary_map': {
-        '<image>': 200,
-        'IMGIMGAZ': 100,
-        'IMGIMGBZ': 101,
-        'IMGIMGCZ': 102,
-        'IMGIMGDZ': 103,
-        'IMGIMGEZ': 104,
-        'IMGIMGFZ': 105,
-        'IMGIMGGZ': 106,
-        'IMGIMGHZ': 107,
-        'IMGIMGIZ': 108,
-        'IMGIMGJZ': 109,
-        'IMGIMGBAZ': 110,
-        'IMGIMGBBZ': 111,
-        'IMGIMGBCZ': 112,
-        'IMGIMGBDZ': 113,
-        'IMGIMGBEZ': 114,
-        'IMGIMGBFZ': 115,
-        'IMGIMGBGZ': 116,
-        'IMGIMGBHZ': 117,
-        'IMGIMGBIZ': 118,
-        'IMGIMGBJZ': 119,
-        'IMGIMGCAZ': 120,
-        'IMGIMGCBZ': 121,
-        'IMGIMGCCZ': 122,
-        'IMGIMGCDZ': 123,
-        'IMGIMGCEZ': 124,
-        'IMGIMGCFZ': 125,
-        'IMGIMGCGZ': 126,
-        'IMGIMGCHZ': 127,
-        'IMGIMGCIZ': 128,
-        'IMGIMGCJZ': 129,
-        'IMGIMGDAZ': 130,
-        'IMGIMGDBZ': 131,
-        'IMGIMGDCZ': 132,
-        'IMGIMGDDZ': 133,
-        'IMGIMGDEZ': 134,
-        'IMGIMGDFZ': 135,
-        'IMGIMGDGZ': 136,
-        'IMGIMGDHZ': 137,
-        'IMGIMGDIZ': 138,
-        'IMGIMGDJZ': 139,
-        'IMGIMGEAZ': 140,
-        'IMGIMGEBZ': 141,
-        'IMGIMGECZ': 142,
-        'IMGIMGEDZ': 143,
-        'IMGIMGEEZ': 144,
-        'IMGIMGEFZ': 145,
-        'IMGIMGEGZ': 146,
-        'IMGIMGEHZ': 147,
-        'IMGIMGEIZ': 148,
-        'IMGIMGEJZ': 149,
-        'IMGIMGFAZ': 150,
-        'IMGIMGFBZ': 151,
-        'IMGIMGFCZ': 152,
-        'IMGIMGFDZ': 153,
-        'IMGIMGFEZ': 154,
-        'IMGIMGFFZ': 155,
-        'IMGIMGFGZ': 156,
-        'IMGIMGFHZ': 157,
-        'IMGIMGFIZ': 158,
-        'IMGIMGFJZ': 159,
-        'IMGIMGGAZ': 160,
-        'IMGIMGGBZ': 161,
-        'IMGIMGGCZ': 162,
-        'IMGIMGGDZ': 163,
-    },
-    'mlp_bias': False,
-    'image_token_id': 200,
-    'model_type': 'chameleon',
-    'output_attentions': False,
-}
+    image_token_id=200)
 BACKEND = 'eager'
 MARKED = {'attention_mask': [1], 'input_ids': [1]}
 
 
 def tiny_model():
-    """A fresh tiny ChameleonForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = ChameleonForConditionalGeneration(ChameleonConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return ChameleonForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs compile_dynamic fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [200] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99, 85, 52] + [200] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
-        'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
-    }
+# The inputs compile_dynamic fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [200] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99, 85,
+        52] + [200] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
+    'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+}
 
-
-def reproduce():
-    """compile_dynamic: the steps up to the failure."""
-    inputs = sample_inputs()
-    for name, dims in MARKED.items():  # the prompt axis of every sequence-aligned input
-        for value in inputs[name] if isinstance(inputs[name], (list, tuple)) else [inputs[name]]:
-            for dim in dims:
-                torch._dynamo.mark_dynamic(value, dim)
-    model = tiny_model()
-    compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
-    with failing_as("exception", unsupported="graph_break", backend=BACKEND), torch.no_grad():
-        compiled(**inputs)  # before any eager call, the prompt length dynamic
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+for name, dims in MARKED.items():  # the prompt axis of every sequence-aligned input
+    for value in inputs[name] if isinstance(inputs[name], (list, tuple)) else [inputs[name]]:
+        for dim in dims:
+            torch._dynamo.mark_dynamic(value, dim)
+model = tiny_model()
+compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
+with torch.no_grad():
+    compiled(**inputs)  # before any eager call, the prompt length dynamic

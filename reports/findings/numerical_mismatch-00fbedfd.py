@@ -1,87 +1,26 @@
-# Standalone reproducer of findings group numerical_mismatch-00fbedfd: numerical_mismatch at openvino runner logits on the sample
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"kind": "numerical_mismatch", "what": "openvino runner logits on the sample"}
-# Covers 3 class(es), 3 cell(s): Dots3NoteForConditionalGeneration, Speech2TextForConditionalGeneration,
-#   T5GemmaForConditionalGeneration; checks: exporter_openvino_forward (3).
-# Cells: Dots3NoteForConditionalGeneration (exporter_openvino_forward); Speech2TextForConditionalGeneration
-#   (exporter_openvino_forward); T5GemmaForConditionalGeneration (exporter_openvino_forward).
-# This script: Speech2TextForConditionalGeneration / exporter_openvino_forward (a tiny random
-#   Speech2TextForConditionalGeneration from the config below, the inputs the check fed, the check's steps up to
-#   the failure).
-#
-# Diagnosis: numerical_mismatch at `openvino runner logits on the sample` (site in no code site). The suite's
-#   message, masked: openvino runner logits on the sample: logits differ from eager by # > #
-#
-# Inputs: token ids and masks as recorded; input_features seeded random of the recorded shapes (the suite's media
-#   are random too, the values differ).
-# Note: OpenVINOExporter.export(dynamic=True) and its runner on the sample (the check also calls it on a prompt of
-#   another length)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[transformers.exporters] wrong numbers at openvino runner logits on the sample: Speech2TextForConditionalGeneration
+(exporter_openvino_forward).
 
-import inspect
-import os
-import sys
-import tempfile
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python numerical_mismatch-00fbedfd.py
+The suite saw: openvino runner logits on the sample: logits differ from eager by 0.0275 > 0.0001
+Shared by 3 class(es), 3 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import torch
-import transformers
-from transformers import Speech2TextForConditionalGeneration
-from transformers import Speech2TextConfig
+from transformers import Speech2TextConfig, Speech2TextForConditionalGeneration
+from transformers.exporters import OpenVINOExporter, OpenVINOConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': True,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vocab_size': 256,
-    'encoder_layers': 2,
-    'encoder_ffn_dim': 128,
-    'encoder_attention_heads': 4,
-    'decoder_layers': 2,
-    'decoder_ffn_dim': 128,
-    'decoder_attention_heads': 4,
-    'encoder_layerdrop': 0.0,
-    'decoder_layerdrop': 0.0,
-    'use_cache': True,
-    'activation_function': 'relu',
-    'd_model': 64,
-    'dropout': 0.1,
-    'attention_dropout': 0.0,
-    'activation_dropout': 0.0,
-    'init_std': 0.02,
-    'decoder_start_token_id': 2,
-    'scale_embedding': True,
-    'pad_token_id': 1,
-    'bos_token_id': 0,
-    'eos_token_id': 2,
-    'max_source_positions': 32,
-    'max_target_positions': 1024,
-    'num_conv_layers': 2,
-    'conv_kernel_sizes': [5, 5],
-    'conv_channels': 64,
-    'input_feat_per_channel': 80,
-    'input_channels': 1,
-    'tie_word_embeddings': True,
-    'model_type': 'speech_to_text',
-    'output_attentions': False,
-}
+CONFIG = Speech2TextConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, decoder_layers=2,
+    decoder_ffn_dim=128, d_model=64, max_source_positions=32, conv_channels=64)
 CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny Speech2TextForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
+    """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""
     torch.manual_seed(0)
-    model = Speech2TextForConditionalGeneration(Speech2TextConfig.from_dict(CONFIG))
+    model = Speech2TextForConditionalGeneration(CONFIG)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -89,17 +28,13 @@ def tiny_model():
     return model.eval()
 
 
-def sample_inputs():
-    """The inputs exporter_openvino_forward fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_features': torch.randn((2, 64, 80), generator=g, dtype=torch.float32),
-        'attention_mask': torch.full((2, 64), 1, dtype=torch.int64),
-        'decoder_input_ids': torch.tensor([[2, 12, 59], [2, 178, 104]], dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs exporter_openvino_forward fed: token ids literal; input_features seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_features': torch.randn((2, 64, 80), generator=g, dtype=torch.float32),
+    'attention_mask': torch.full((2, 64), 1, dtype=torch.int64),
+    'decoder_input_ids': torch.tensor([[2, 12, 59], [2, 178, 104]], dtype=torch.int64),
+}
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -116,7 +51,7 @@ def logits_of(output):
     return output[0]
 
 
-def close(actual, expected, atol, rtol=1.3e-6):
+def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
     elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
     if actual.shape != expected.shape:
@@ -133,33 +68,9 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
-
-
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -170,223 +81,18 @@ def runner_kwargs(runner, owner, inputs):
     return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
 
 
-def reproduce():
-    """exporter_openvino_forward: the steps up to the failure."""
-    inputs = sample_inputs()
-    model = tiny_model()
-    exporter, config = exporter_of('openvino', dynamic=True)
-    exported = exporter_call(exporter.export, model, dict(inputs, **CONSTANTS), config)
-    runner = exporter_call(lambda: exported.to("cpu", config={'INFERENCE_PRECISION_HINT': 'f32'}).runners["model"])
-    reference = tiny_model()
-    actual = logits_of(exporter_call(runner, **runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
-    with torch.no_grad():
-        expected = logits_of(reference(**inputs, **CONSTANTS))
-    mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
-    if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
-        actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
-    what = "openvino runner logits on the sample"
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        raise Finding("numerical_mismatch", f"{what}: logits differ from eager by {beyond}", what=what)
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+model = tiny_model()
+exporter, config = OpenVINOExporter(), OpenVINOConfig(dynamic=True)
+exported = exporter.export(model, dict(inputs, **CONSTANTS), config)
+runner = exported.to("cpu", config={'INFERENCE_PRECISION_HINT': 'f32'}).runners["model"]
+reference = tiny_model()
+actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
+with torch.no_grad():
+    expected = logits_of(reference(**inputs, **CONSTANTS))
+mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
+if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
+    actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
+what = "openvino runner logits on the sample"
+within, beyond = close(actual, expected, ATOL, RTOL)
+if not within:
+    raise AssertionError(f"{what}: logits differ from eager by {beyond}")

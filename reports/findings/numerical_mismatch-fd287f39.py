@@ -1,164 +1,27 @@
-# Standalone reproducer of findings group numerical_mismatch-fd287f39: numerical_mismatch at logits from the components differ
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"kind": "numerical_mismatch", "what": "logits from the components differ"}
-# Covers 2 class(es), 2 cell(s): Gemma4UnifiedForConditionalGeneration, MoshiForConditionalGeneration; checks:
-#   exporter_onnx_generate (2).
-# Cells: Gemma4UnifiedForConditionalGeneration (exporter_onnx_generate); MoshiForConditionalGeneration
-#   (exporter_onnx_generate).
-# This script: MoshiForConditionalGeneration / exporter_onnx_generate (a tiny random MoshiForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
-#
-# Diagnosis: numerical_mismatch at `logits from the components differ` (site in no code site). The suite's
-#   message, masked: sample: step #: logits from the components differ from eager generate by # > #
-#
-# Note: OnnxExporter.export_for_generation(dynamic=True) over the check's static cache, greedy; one request (the
-#   check also generates for a prompt of another length)
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[transformers.exporters] wrong numbers at logits from the components differ: MoshiForConditionalGeneration
+(exporter_onnx_generate).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python numerical_mismatch-fd287f39.py
+The suite saw: sample: step 2: logits from the components differ from eager generate by 0.000557 > 0.0001
+Shared by 2 class(es), 2 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import inspect
-import os
-import sys
-import tempfile
 
 import torch
-import transformers
-from transformers import MoshiForConditionalGeneration
-from transformers import MoshiConfig
+from transformers import MimiConfig, MoshiConfig, MoshiDepthConfig, MoshiForConditionalGeneration
+from transformers.exporters import OnnxExporter, OnnxConfig
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vocab_size': 256,
-    'hidden_size': 64,
-    'num_hidden_layers': 2,
-    'num_attention_heads': 4,
-    'num_key_value_heads': 4,
-    'audio_vocab_size': 64,
-    'max_position_embeddings': 3000,
-    'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-    'hidden_act': 'silu',
-    'head_dim': 16,
-    'initializer_range': 0.02,
-    'use_cache': True,
-    'sliding_window': 3000,
-    'attention_dropout': 0.0,
-    'ffn_dim': 128,
-    'rms_norm_eps': 1e-08,
-    'num_codebooks': 8,
-    'tie_word_embeddings': False,
-    'pad_token_id': None,
-    'bos_token_id': None,
-    'eos_token_id': None,
-    'audio_encoder_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'sampling_rate': 24000,
-        'audio_channels': 1,
-        'hidden_size': 64,
-        'num_filters': 4,
-        'num_residual_layers': 1,
-        'upsampling_ratios': [8, 6, 5, 4],
-        'kernel_size': 7,
-        'last_kernel_size': 3,
-        'residual_kernel_size': 3,
-        'dilation_growth_rate': 2,
-        'use_causal_conv': True,
-        'pad_mode': 'constant',
-        'compress': 2,
-        'trim_right_ratio': 1.0,
-        'codebook_size': 64,
-        'codebook_dim': 64,
-        'num_quantizers': 32,
-        'use_conv_shortcut': False,
-        'vector_quantization_hidden_dimension': 64,
-        'num_semantic_quantizers': 1,
-        'upsample_groups': 64,
-        'num_hidden_layers': 2,
-        'intermediate_size': 128,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'head_dim': 16,
-        'hidden_act': 'gelu',
-        'max_position_embeddings': 8000,
-        'initializer_range': 0.02,
-        'norm_eps': 1e-05,
-        'use_cache': False,
-        'use_streaming': False,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-        'sliding_window': 250,
-        'attention_dropout': 0.0,
-        'layer_scale_initial_scale': 0.01,
-        'attention_bias': False,
-        'tie_word_embeddings': True,
-        '_frame_rate': None,
-        '_name_or_path': '',
-        'model_type': 'mimi',
-        'output_attentions': False,
-    },
-    'depth_decoder_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'input_size': 64,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'audio_vocab_size': 64,
-        'max_position_embeddings': 9,
-        'hidden_act': 'silu',
-        'head_dim': 16,
-        'initializer_range': 0.02,
-        'use_cache': True,
-        'sliding_window': 8,
-        'attention_dropout': 0.0,
-        'ffn_dim': 128,
-        'rms_norm_eps': 1e-08,
-        'num_codebooks': 8,
-        'tie_word_embeddings': False,
-        'pad_token_id': None,
-        'bos_token_id': None,
-        'eos_token_id': None,
-        '_name_or_path': '',
-        'model_type': 'moshi_depth',
-        'output_attentions': False,
-    },
-    'model_type': 'moshi',
-    'output_attentions': False,
-}
+CONFIG = MoshiConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128,
+    audio_encoder_config=MimiConfig(hidden_size=64, num_filters=4, codebook_size=64, codebook_dim=64,
+        vector_quantization_hidden_dimension=64, upsample_groups=64, num_hidden_layers=2, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16),
+    depth_decoder_config=MoshiDepthConfig(vocab_size=256, hidden_size=64, input_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128))
 GENERATION = {
-    'max_new_tokens': 4,
-    'min_new_tokens': 4,
-    'do_sample': False,
-    'num_beams': 1,
-    'cache_implementation': 'static',
-    'max_cache_len': 14,
-    'output_logits': True,
-    'return_dict_in_generate': True,
-    'pad_token_id': 0,
+    'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
+    'max_cache_len': 14, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
 }
 NEW_TOKENS = 4
 ATOL = 0.0001
@@ -166,10 +29,9 @@ RTOL = 1.3e-06
 
 
 def tiny_model():
-    """A fresh tiny MoshiForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
+    """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""
     torch.manual_seed(0)
-    model = MoshiForConditionalGeneration(MoshiConfig.from_dict(CONFIG))
+    model = MoshiForConditionalGeneration(CONFIG)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -177,20 +39,21 @@ def tiny_model():
     return model.eval()
 
 
-def sample_inputs():
-    """The inputs exporter_onnx_generate fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[60, 16, 194, 167, 192, 21, 137, 100, 140]], dtype=torch.int64),
-        'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
-        'moshi_audio_codes': torch.tensor([[[38, 40, 52, 17, 15, 4, 41, 42, 58], [31, 56, 1, 1, 39, 41, 57, 35, 38], [55, 11, 46, 18, 27, 0, 14, 35, 53], [12, 57, 42, 20, 11, 4, 6, 4, 47], [63, 52, 3, 12, 36, 52, 40, 14, 15], [20, 35, 58, 23, 15, 13, 53, 21, 48], [49, 5, 41, 35, 0, 31, 5, 30, 0], [49, 50, 36, 34, 48, 29, 3, 34, 42]]], dtype=torch.int64),
-        'user_audio_codes': torch.tensor([[[52, 3, 44, 61, 14, 32, 4, 3, 45], [11, 60, 22, 13, 57, 45, 11, 56, 16], [24, 29, 21, 46, 25, 16, 60, 57, 54], [53, 61, 19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18, 40, 54, 15, 11, 38, 47, 29], [57, 1, 31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]], dtype=torch.int64),
-    }
+# The inputs exporter_onnx_generate fed: token ids literal.
+inputs = {
+    'input_ids': torch.tensor([[60, 16, 194, 167, 192, 21, 137, 100, 140]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
+    'moshi_audio_codes': torch.tensor([[[38, 40, 52, 17, 15, 4, 41, 42, 58], [31, 56, 1, 1, 39, 41, 57, 35, 38], [55,
+        11, 46, 18, 27, 0, 14, 35, 53], [12, 57, 42, 20, 11, 4, 6, 4, 47], [63, 52, 3, 12, 36, 52, 40, 14, 15], [20, 35,
+        58, 23, 15, 13, 53, 21, 48], [49, 5, 41, 35, 0, 31, 5, 30, 0], [49, 50, 36, 34, 48, 29, 3, 34, 42]]],
+        dtype=torch.int64),
+    'user_audio_codes': torch.tensor([[[52, 3, 44, 61, 14, 32, 4, 3, 45], [11, 60, 22, 13, 57, 45, 11, 56, 16], [24, 29,
+        21, 46, 25, 16, 60, 57, 54], [53, 61, 19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18,
+        40, 54, 15, 11, 38, 47, 29], [57, 1, 31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]],
+        dtype=torch.int64),
+}
 
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
-
-def close(actual, expected, atol, rtol=1.3e-6):
+def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
     elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
     if actual.shape != expected.shape:
@@ -207,33 +70,9 @@ def close(actual, expected, atol, rtol=1.3e-6):
     return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
-def exporter_of(backend, **config):
-    """(transformers.exporters' exporter of `backend`, its config with `config`) (`checks.common.exporters`)."""
-    import transformers.exporters as exporters
-
-    exporter, config_class = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-                              "executorch": ("ExecutorchExporter", "ExecutorchConfig"),
-                              "openvino": ("OpenVINOExporter", "OpenVINOConfig")}[backend]
-    with failing_as("export_error"):
-        return getattr(exporters, exporter)(), getattr(exporters, config_class)(**config)
-
-
-def exporter_call(function, *args, **kwargs):
-    """`function(*args, **kwargs)` of transformers.exporters; a failure is the exception that started the chain
-    of its wrappers (the exporters re-raise with their own), of kind export_error unless its words say otherwise."""
-    try:
-        return function(*args, **kwargs)
-    except Exception as exc:
-        root = exc
-        while root.__cause__ is not None and root.__cause__ is not root:
-            root = root.__cause__
-        root.repro_as = ("export_error", "", "")
-        raise root from None
-
-
 def runner_kwargs(runner, owner, inputs):
-    """What a runner is called with (`checks.common.exporters.prepared` and `traced_kwargs`): the output flags
-    dropped, the exporter's own `precompute_export_inputs` applied, only the kwargs its graph was traced with."""
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
     from transformers.exporters.utils import precompute_export_inputs
 
     flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
@@ -245,7 +84,7 @@ def runner_kwargs(runner, owner, inputs):
 
 
 def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged (`checks.common.exporters.bound_kwargs`)."""
+    """A call's arguments by name, `**kwargs` merged."""
     signature = inspect.signature(original)
     named = {}
     for name, value in signature.bind(*args, **kwargs).arguments.items():
@@ -258,10 +97,10 @@ def bound(original, args, kwargs):
 
 
 class RoutedGenerate:
-    """`checks.common.exporters.RoutedModel`: a fresh model whose named submodules (transformers'
-    `_find_multimodal_submodules`) that are components call their runners, whose first forward of a generate goes
-    to the `prefill` runner (if any, else its own code) and every later one to `decode`; `eager_calls` counts the
-    calls of named submodules no component covers (their PyTorch code ran)."""
+    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
+    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
+    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
+    PyTorch code ran)."""
 
     def __init__(self, model, runners):
         import functools
@@ -285,7 +124,7 @@ class RoutedGenerate:
             if first and prefill is None:
                 return original(*args, **kwargs)
             runner = prefill if first else decode
-            return exporter_call(runner, **runner_kwargs(runner, model, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
 
         model.forward = forward
 
@@ -296,7 +135,7 @@ class RoutedGenerate:
 
         @functools.wraps(original)
         def forward(*args, **kwargs):
-            return exporter_call(runner, **runner_kwargs(runner, module, bound(original, args, kwargs)))
+            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
 
         module.forward = forward
 
@@ -308,235 +147,28 @@ class RoutedGenerate:
             return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
 
 
-def reproduce():
-    """exporter_onnx_generate: the steps up to the failure."""
-    inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed
-    config = tiny_model().generation_config
-    config.update(**GENERATION)
-    exporter, export_config = exporter_of('onnx', dynamic=True)
-    exported = exporter_call(exporter.export_for_generation, tiny_model(), dict(inputs), export_config,
-                             generation_config=config)
-    runners = exporter_call(lambda: exported.to("cpu").runners)
-    routed = RoutedGenerate(tiny_model(), runners)
-    actual = routed.generate(inputs, config)
-    if routed.eager_calls:
-        left_out = sorted(routed.eager_calls)
-        raise Finding("contract", f"export_for_generation left {left_out} out of its components "
-                      f"({sorted(exported.components)}), and generate calls them",
-                      what=f"submodules called by generate but not exported: {left_out}",
-                      where='transformers.exporters.utils:decompose_for_generation')
-    with torch.no_grad():
-        expected = tiny_model().generate(**inputs, generation_config=config)
-    tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]
-    if not torch.equal(tokens, wanted):
-        step = int((tokens != wanted).any(0).nonzero()[0])
-        raise Finding("numerical_mismatch", f"tokens from the components differ from eager generate at "
-                      f"new token {step}: {tokens[0].tolist()} vs {wanted[0].tolist()}",
-                      what=f"tokens from the components differ at new token {step}")
-    for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
-        within, beyond = close(a.float(), e.float(), ATOL, RTOL)
-        if not within:
-            raise Finding("numerical_mismatch", f"step {step}: logits from the components differ from "
-                          f"eager generate by {beyond}", what="logits from the components differ")
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+config = tiny_model().generation_config
+config.update(**GENERATION)
+exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True)
+exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,
+                                           generation_config=config)
+runners = exported.to("cpu").runners
+routed = RoutedGenerate(tiny_model(), runners)
+actual = routed.generate(inputs, config)
+if routed.eager_calls:
+    left_out = sorted(routed.eager_calls)
+    raise AssertionError(f"export_for_generation left {left_out} out of its components "
+                         f"({sorted(exported.components)}), and generate calls them (the "
+                         'components chosen by transformers.exporters.utils:decompose_for_generation)')
+with torch.no_grad():
+    expected = tiny_model().generate(**inputs, generation_config=config)
+tokens, wanted = actual.sequences[:, -NEW_TOKENS:], expected.sequences[:, -NEW_TOKENS:]
+if not torch.equal(tokens, wanted):
+    step = int((tokens != wanted).any(0).nonzero()[0])
+    raise AssertionError(f"tokens from the components differ at new token {step} from eager "
+                         f"generate: {tokens[0].tolist()} vs {wanted[0].tolist()}")
+for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
+    within, beyond = close(a.float(), e.float(), ATOL, RTOL)
+    if not within:
+        raise AssertionError(f"step {step}: logits from the components differ from "
+                             f"eager generate by {beyond}")

@@ -1,154 +1,24 @@
-# Standalone reproducer of findings group unsupported-905868a1: unsupported at transformers.models.moshi.modeling_moshi:MoshiForConditionalGeneration.forward
-#
-# Seen with transformers 5.24.0, torch 2.13.0+cpu, cpu / float32 / backend eager. Needs only torch and
-#   transformers (ONNX checks: onnxruntime too); no weights, no network.
-# Fingerprint the suite recorded: {"error": "Unsupported", "kind": "unsupported", "what":
-#   "torch.export.export(strict=True)", "where":
-#   "transformers.models.moshi.modeling_moshi:MoshiForConditionalGeneration.forward"}
-# Covers 1 class(es), 1 cell(s): MoshiForConditionalGeneration; checks: export_static_cache (1).
-# Cells: MoshiForConditionalGeneration (export_static_cache).
-# This script: MoshiForConditionalGeneration / export_static_cache (a tiny random MoshiForConditionalGeneration
-#   from the config below, the inputs the check fed, the check's steps up to the failure).
-#
-# Diagnosis: unsupported at `transformers.models.moshi.modeling_moshi:MoshiForConditionalGeneration.forward` (site
-#   in transformers); raising Unsupported. The suite's message, masked: decode program:
-#   torch.export.export(strict=True): Unsupported: TypeError when making fake tensor call (at
-#   transformers/models/moshi/modeling_moshi.py:#)
-#
-# Run: python this_file.py. The last line it prints is REPRO-RESULT {json}: the failure's fingerprint by the
-#   suite's rules (raised: false when nothing failed).
+"""[torch.export] unsupported construct at
+transformers.models.moshi.modeling_moshi:MoshiForConditionalGeneration.forward: MoshiForConditionalGeneration
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-905868a1.py
+The suite saw: decode program: torch.export.export(strict=True): Unsupported: TypeError when making fake tensor call
+(at transformers/models/moshi/modeling_moshi.py:1001)
+Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+"""
 
 import inspect
-import os
-import sys
-import tempfile
 
 import torch
-import transformers
-from transformers import MoshiForConditionalGeneration
-from transformers import MoshiConfig
+from transformers import MimiConfig, MoshiConfig, MoshiDepthConfig, MoshiForConditionalGeneration
 
-CONFIG = {
-    'output_hidden_states': False,
-    'return_dict': True,
-    'dtype': None,
-    'chunk_size_feed_forward': 0,
-    'is_encoder_decoder': False,
-    'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-    'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-    'problem_type': None,
-    'vocab_size': 256,
-    'hidden_size': 64,
-    'num_hidden_layers': 2,
-    'num_attention_heads': 4,
-    'num_key_value_heads': 4,
-    'audio_vocab_size': 64,
-    'max_position_embeddings': 3000,
-    'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-    'hidden_act': 'silu',
-    'head_dim': 16,
-    'initializer_range': 0.02,
-    'use_cache': True,
-    'sliding_window': 3000,
-    'attention_dropout': 0.0,
-    'ffn_dim': 128,
-    'rms_norm_eps': 1e-08,
-    'num_codebooks': 8,
-    'tie_word_embeddings': False,
-    'pad_token_id': None,
-    'bos_token_id': None,
-    'eos_token_id': None,
-    'audio_encoder_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'sampling_rate': 24000,
-        'audio_channels': 1,
-        'hidden_size': 64,
-        'num_filters': 4,
-        'num_residual_layers': 1,
-        'upsampling_ratios': [8, 6, 5, 4],
-        'kernel_size': 7,
-        'last_kernel_size': 3,
-        'residual_kernel_size': 3,
-        'dilation_growth_rate': 2,
-        'use_causal_conv': True,
-        'pad_mode': 'constant',
-        'compress': 2,
-        'trim_right_ratio': 1.0,
-        'codebook_size': 64,
-        'codebook_dim': 64,
-        'num_quantizers': 32,
-        'use_conv_shortcut': False,
-        'vector_quantization_hidden_dimension': 64,
-        'num_semantic_quantizers': 1,
-        'upsample_groups': 64,
-        'num_hidden_layers': 2,
-        'intermediate_size': 128,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'head_dim': 16,
-        'hidden_act': 'gelu',
-        'max_position_embeddings': 8000,
-        'initializer_range': 0.02,
-        'norm_eps': 1e-05,
-        'use_cache': False,
-        'use_streaming': False,
-        'rope_parameters': {'rope_theta': 10000.0, 'rope_type': 'default'},
-        'sliding_window': 250,
-        'attention_dropout': 0.0,
-        'layer_scale_initial_scale': 0.01,
-        'attention_bias': False,
-        'tie_word_embeddings': True,
-        '_frame_rate': None,
-        '_name_or_path': '',
-        'model_type': 'mimi',
-        'output_attentions': False,
-    },
-    'depth_decoder_config': {
-        'architectures': None,
-        'output_hidden_states': False,
-        'return_dict': True,
-        'dtype': None,
-        'chunk_size_feed_forward': 0,
-        'is_encoder_decoder': False,
-        'id2label': {0: 'LABEL_0', 1: 'LABEL_1'},
-        'label2id': {'LABEL_0': 0, 'LABEL_1': 1},
-        'problem_type': None,
-        'vocab_size': 256,
-        'hidden_size': 64,
-        'input_size': 64,
-        'num_hidden_layers': 2,
-        'num_attention_heads': 4,
-        'num_key_value_heads': 4,
-        'audio_vocab_size': 64,
-        'max_position_embeddings': 9,
-        'hidden_act': 'silu',
-        'head_dim': 16,
-        'initializer_range': 0.02,
-        'use_cache': True,
-        'sliding_window': 8,
-        'attention_dropout': 0.0,
-        'ffn_dim': 128,
-        'rms_norm_eps': 1e-08,
-        'num_codebooks': 8,
-        'tie_word_embeddings': False,
-        'pad_token_id': None,
-        'bos_token_id': None,
-        'eos_token_id': None,
-        '_name_or_path': '',
-        'model_type': 'moshi_depth',
-        'output_attentions': False,
-    },
-    'model_type': 'moshi',
-    'output_attentions': False,
-}
+CONFIG = MoshiConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128,
+    audio_encoder_config=MimiConfig(hidden_size=64, num_filters=4, codebook_size=64, codebook_dim=64,
+        vector_quantization_hidden_dimension=64, upsample_groups=64, num_hidden_layers=2, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16),
+    depth_decoder_config=MoshiDepthConfig(vocab_size=256, hidden_size=64, input_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128))
 CONSTANTS = {}
 MAX_LEN = 15
 HEADS = 4
@@ -156,29 +26,28 @@ HEAD_DIM = 16
 
 
 def tiny_model():
-    """A fresh tiny MoshiForConditionalGeneration with the suite's deterministic random weights (seed 0; weights left all
-    zero by the initialisation get small random values, so that every input path shows in the logits)."""
     torch.manual_seed(0)
-    model = MoshiForConditionalGeneration(MoshiConfig.from_dict(CONFIG))
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if param.is_floating_point() and not name.endswith("bias") and not param.any():
-                param.normal_(0.0, 0.02)
-    return model.eval()
+    return MoshiForConditionalGeneration(CONFIG).eval()
 
 
-def sample_inputs():
-    """The inputs export_static_cache fed (token ids literal, media seeded random: see the header)."""
-    g = torch.Generator().manual_seed(0)
-    return {
-        'input_ids': torch.tensor([[0, 0, 0, 28, 28, 107, 145, 199, 139], [60, 16, 194, 167, 192, 21, 137, 100, 140]], dtype=torch.int64),
-        'moshi_audio_codes': torch.tensor([[[44, 47, 53, 0, 3, 59, 3, 39, 9], [19, 21, 50, 36, 23, 6, 24, 24, 12], [58, 1, 38, 39, 23, 46, 24, 17, 37], [25, 13, 8, 9, 20, 51, 16, 51, 5], [62, 15, 47, 0, 18, 35, 24, 49, 51], [29, 19, 19, 14, 39, 32, 1, 9, 57], [63, 32, 31, 10, 52, 23, 35, 62, 11], [50, 55, 28, 34, 0, 0, 36, 53, 5]], [[38, 40, 52, 17, 15, 4, 41, 42, 58], [31, 56, 1, 1, 39, 41, 57, 35, 38], [55, 11, 46, 18, 27, 0, 14, 35, 53], [12, 57, 42, 20, 11, 4, 6, 4, 47], [63, 52, 3, 12, 36, 52, 40, 14, 15], [20, 35, 58, 23, 15, 13, 53, 21, 48], [49, 5, 41, 35, 0, 31, 5, 30, 0], [49, 50, 36, 34, 48, 29, 3, 34, 42]]], dtype=torch.int64),
-        'user_audio_codes': torch.tensor([[[13, 48, 39, 21, 9, 63, 0, 10, 50], [43, 58, 63, 23, 59, 2, 57, 34, 62], [35, 30, 59, 3, 18, 46, 35, 20, 17], [50, 27, 14, 41, 58, 1, 36, 10, 22], [43, 40, 11, 2, 51, 16, 32, 54, 0], [38, 19, 46, 42, 51, 56, 60, 40, 13], [30, 24, 61, 2, 3, 30, 34, 43, 13], [48, 40, 8, 19, 31, 8, 26, 2, 56]], [[52, 3, 44, 61, 14, 32, 4, 3, 45], [11, 60, 22, 13, 57, 45, 11, 56, 16], [24, 29, 21, 46, 25, 16, 60, 57, 54], [53, 61, 19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18, 40, 54, 15, 11, 38, 47, 29], [57, 1, 31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]], dtype=torch.int64),
-        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
-    }
-
-
-# --- the check's pieces (vlm-conformance's rules, restated) ---
+# The inputs export_static_cache fed: token ids literal.
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 0, 28, 28, 107, 145, 199, 139], [60, 16, 194, 167, 192, 21, 137, 100, 140]],
+        dtype=torch.int64),
+    'moshi_audio_codes': torch.tensor([[[44, 47, 53, 0, 3, 59, 3, 39, 9], [19, 21, 50, 36, 23, 6, 24, 24, 12], [58, 1,
+        38, 39, 23, 46, 24, 17, 37], [25, 13, 8, 9, 20, 51, 16, 51, 5], [62, 15, 47, 0, 18, 35, 24, 49, 51], [29, 19,
+        19, 14, 39, 32, 1, 9, 57], [63, 32, 31, 10, 52, 23, 35, 62, 11], [50, 55, 28, 34, 0, 0, 36, 53, 5]], [[38, 40,
+        52, 17, 15, 4, 41, 42, 58], [31, 56, 1, 1, 39, 41, 57, 35, 38], [55, 11, 46, 18, 27, 0, 14, 35, 53], [12, 57,
+        42, 20, 11, 4, 6, 4, 47], [63, 52, 3, 12, 36, 52, 40, 14, 15], [20, 35, 58, 23, 15, 13, 53, 21, 48], [49, 5, 41,
+        35, 0, 31, 5, 30, 0], [49, 50, 36, 34, 48, 29, 3, 34, 42]]], dtype=torch.int64),
+    'user_audio_codes': torch.tensor([[[13, 48, 39, 21, 9, 63, 0, 10, 50], [43, 58, 63, 23, 59, 2, 57, 34, 62], [35, 30,
+        59, 3, 18, 46, 35, 20, 17], [50, 27, 14, 41, 58, 1, 36, 10, 22], [43, 40, 11, 2, 51, 16, 32, 54, 0], [38, 19,
+        46, 42, 51, 56, 60, 40, 13], [30, 24, 61, 2, 3, 30, 34, 43, 13], [48, 40, 8, 19, 31, 8, 26, 2, 56]], [[52, 3,
+        44, 61, 14, 32, 4, 3, 45], [11, 60, 22, 13, 57, 45, 11, 56, 16], [24, 29, 21, 46, 25, 16, 60, 57, 54], [53, 61,
+        19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18, 40, 54, 15, 11, 38, 47, 29], [57, 1,
+        31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
+}
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -218,8 +87,8 @@ def full_static_layers(cache, max_len):
 
 
 class StaticCacheModule(torch.nn.Module):
-    """export_static_cache's wrapper: a StaticCache initialized up front whose tensors are buffers; forward takes
-    the sample's tensors, `cache_position` (copied into every layer's write counter) and a 2D mask over all slots."""
+    """The model over a StaticCache initialized up front whose tensors are buffers; forward takes the inputs,
+    `cache_position` (copied into every layer's write counter) and a 2D mask over all slots."""
 
     def __init__(self, model, cache_kwarg, text_config, constants, batch, max_len, heads, head_dim):
         super().__init__()
@@ -249,222 +118,18 @@ def slot_mask(mask2d, max_len):
     return torch.nn.functional.pad(mask2d, (0, max_len - mask2d.shape[1]), value=1)
 
 
-def reproduce():
-    """export_static_cache: the steps up to the failure."""
-    inputs = sample_inputs()
-    mask2d = inputs.pop("attention_mask", None)
-    mask2d = torch.ones_like(inputs["input_ids"]) if mask2d is None else mask2d
+mask2d = inputs.pop("attention_mask", None)
+mask2d = torch.ones_like(inputs["input_ids"]) if mask2d is None else mask2d
 
-    def wrapper():
-        model = tiny_model()
-        return StaticCacheModule(model, 'cache', model.config.get_text_config(decoder=True), CONSTANTS, 2, MAX_LEN, HEADS, HEAD_DIM)
+def wrapper():
+    model = tiny_model()
+    return StaticCacheModule(model, 'cache', model.config.get_text_config(decoder=True), CONSTANTS, 2, MAX_LEN, HEADS,
+        HEAD_DIM)
 
-    prefill = dict(inputs, cache_position=torch.arange(9), attention_mask=slot_mask(mask2d, MAX_LEN))
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(wrapper(), (), kwargs=prefill, strict=True)  # the prefill program
-    step = dict(input_ids=inputs["input_ids"][:, -1:], cache_position=torch.tensor([9]),
-                attention_mask=slot_mask(mask2d, MAX_LEN))
-    with torch.no_grad(), failing_as("export_error"):
-        torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program
-
-
-# --- reporting: the failure's fingerprint by the suite's rules ---
-
-import ast
-import contextlib
-import functools
-import json
-import re
-import sys
-import traceback
-from pathlib import Path
-
-RESULT = "REPRO-RESULT"
-DATA_DEPENDENT = ("Could not guard on data-dependent", "data-dependent expression", "GuardOnDataDependentSymNode",
-                  "DataDependentOutputException", "PendingUnbackedSymbolNotFound")
-TRANSFORMERS_FILE = re.compile(r'File "([^"]*/transformers/[^"]+)", line (\d+)')
-NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.?\d*(?:e[-+]?\d+)?|\.\d+)(?![\w.])", re.IGNORECASE)
-SHAPE = re.compile(r"\((?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\)|\[(?:\s*[-\w]+\s*,)+\s*[-\w]*\s*\]")
-BACKEND_PARTS = ("/torch/_inductor/", "/torch/_functorch/")
-GENERATED_MARKERS = ("torchinductor_", "<inductor", "codegen(")
-WRAPPERS = ("BackendCompilerFailed", "InductorError")
-
-
-class Finding(AssertionError):
-    """The check's own statement about the model: its `kind`, the words its fingerprint keeps (`what`, masked;
-    default the message), a failed `guard`, the exception behind it (`cause`: its site and type), and the site the
-    check names where no exception has one (`where`: the function that decided, as ``module:qualname``)."""
-
-    def __init__(self, kind, message, what=None, guard="", cause=None, where=""):
-        super().__init__(message)
-        self.kind, self.what, self.guard, self.cause = kind, message if what is None else what, guard, cause
-        self.where = where
-
-
-@contextlib.contextmanager
-def failing_as(default, unsupported="", backend=""):
-    """A failure raised inside is of kind `default` unless its words say otherwise (`kind_of`); `unsupported`
-    renames an unsupported construct (a compile says graph_break); under a code-generating `backend` a failure
-    raised inside it is the backend's (kind backend)."""
-    try:
-        yield
-    except Exception as exc:
-        if not hasattr(exc, "repro_as"):
-            exc.repro_as = (default, unsupported, backend)
-        raise
-
-
-def mask(text):
-    """`text` with numbers and shapes replaced by ``#`` (the suite's `fingerprints.mask`)."""
-    return " ".join(NUMBER.sub("#", SHAPE.sub("#", text)).split())
-
-
-def module_of(filename):
-    path = str(Path(filename))
-    for marker in ("/site-packages/", "/dist-packages/"):
-        if marker in path:
-            path = path.rsplit(marker, 1)[1]
-            break
-    else:
-        roots = sorted((str(Path(p).resolve()) for p in sys.path if p), key=len, reverse=True)
-        path = next((path[len(root) + 1:] for root in roots if path.startswith(root + "/")), Path(path).name)
-    return re.sub(r"\.py$", "", path).replace("/", ".").removesuffix(".__init__")
-
-
-@functools.lru_cache(maxsize=256)
-def _definitions(filename):
-    try:
-        tree = ast.parse(Path(filename).read_text(errors="replace"))
-    except (OSError, SyntaxError, ValueError):
-        return ()
-    found = []
-
-    def walk(node, prefix):
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                name = f"{prefix}{child.name}"
-                found.append((child.lineno, child.end_lineno or child.lineno, name))
-                walk(child, name + ("." if isinstance(child, ast.ClassDef) else ".<locals>."))
-            else:
-                walk(child, prefix)
-
-    walk(tree, "")
-    return tuple(found)
-
-
-def site(filename, lineno, function=""):
-    """``module:qualname`` of the innermost def or class around `lineno` of `filename`."""
-    inside = [name for first, last, name in _definitions(filename) if lineno and first <= lineno <= last]
-    name = inside[-1] if inside else (function if function and function != "<module>" else "<module>")
-    return f"{module_of(filename)}:{name}"
-
-
-def site_of(frames):
-    frames = list(frames or [])
-    if not frames:
-        return ""
-    frame = ([f for f in frames if "/transformers/" in f.filename] or frames)[-1]
-    return site(frame.filename, frame.lineno, frame.name)
-
-
-def where_of(exc):
-    named = TRANSFORMERS_FILE.findall(str(exc))
-    if named:
-        return site(named[-1][0], int(named[-1][1]))
-    stack = getattr(exc, "real_stack", None)
-    return site_of(stack) if stack else site_of(traceback.extract_tb(exc.__traceback__))
-
-
-def kind_of(exc, default="exception"):
-    text = f"{type(exc).__name__}: {exc}"
-    if any(marker in text for marker in DATA_DEPENDENT):
-        return "data_dependent_guard"
-    return "unsupported" if type(exc).__name__ == "Unsupported" else default
-
-
-def guard_site(reason):
-    """``<masked guard> @ <module:qualname>`` of one of dynamo's guard-failure reasons."""
-    head = next((line.strip() for line in reason.splitlines() if line.strip()), "")
-    head = head.split(": ", 1)[1] if re.match(r"^\S+/\S+: ", head) else head
-    segments = [part.strip() for part in head.split("  # ")]
-    located = next((re.search(r"(\S+\.py):(\d+) in (\w+)", part) for part in segments[1:]
-                    if re.search(r"\S+\.py:\d+ in ", part)), None)
-    where = site(located.group(1), int(located.group(2)), located.group(3)) if located else "?"
-    return f"{mask(segments[0])} @ {where}"
-
-
-def _chain(exc):
-    seen = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
-        exc = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
-    return seen
-
-
-def _generated(filename):
-    try:
-        from torch._inductor.runtime.cache_dir_utils import cache_dir
-        root = cache_dir()
-    except ImportError:
-        root = ""
-    return any(marker in filename for marker in GENERATED_MARKERS) or bool(root and filename.startswith(root))
-
-
-def _backend_frames(exc):
-    frames = [f for e in _chain(exc) for f in traceback.extract_tb(e.__traceback__)]
-    return [f for f in frames if _generated(f.filename) or any(part in f.filename for part in BACKEND_PARTS)]
-
-
-def backend_fingerprint(exc):
-    """Kind backend: the innermost inductor/AOTAutograd frame (generated code as ``<inductor generated code>``),
-    the exception the backend's wrapper was raised for, its first line masked."""
-    chain = _chain(exc)
-    inner = next((e for e in chain if type(e).__name__ not in WRAPPERS), chain[-1])
-    frames = _backend_frames(exc)
-    where = ""
-    if frames:
-        frame = frames[-1]
-        where = (f"<inductor generated code>:{frame.name}" if _generated(frame.filename)
-                 else site(frame.filename, frame.lineno, frame.name))
-    message = " ".join((next((l.strip() for l in str(inner).splitlines() if l.strip()), "") or repr(inner)).split())
-    message = message[:237] + "..." if len(message) > 240 else message
-    return {"kind": "backend", "where": where, "error": type(inner).__name__, "what": mask(message)}
-
-
-def fingerprint(exc):
-    """The suite's fingerprint of a failure the script raised (see the module)."""
-    if isinstance(exc, Finding):
-        found = {"kind": exc.kind, "guard": guard_site(exc.guard) if exc.guard else "", "where": exc.where}
-        if exc.cause is not None:
-            found.update(where=where_of(exc.cause), error=type(exc.cause).__name__)
-        elif exc.kind in ("contract", "numerical_mismatch"):
-            found["what"] = mask(exc.what)
-        return {k: v for k, v in found.items() if v}
-    default, unsupported, backend = getattr(exc, "repro_as", ("exception", "", ""))
-    if backend not in ("", "eager") and (any(type(e).__name__ in WRAPPERS for e in _chain(exc))
-                                         or _backend_frames(exc)):
-        return backend_fingerprint(exc)
-    kind = kind_of(exc, default)
-    if kind == "unsupported" and unsupported:
-        kind = unsupported
-    return {"kind": kind, "where": where_of(exc), "error": type(exc).__name__}
-
-
-def main(reproduce):
-    """Run `reproduce()`; print its fingerprint as the last ``REPRO-RESULT`` line; 1 when it raised, else 0."""
-    try:
-        reproduce()
-    except Exception as exc:
-        traceback.print_exc()
-        found = {"raised": True, **fingerprint(exc),
-                 "message": " ".join(str(exc).split())[:300]}
-        print(f"{RESULT} {json.dumps(found, sort_keys=True)}", flush=True)
-        return 1
-    print("reproduce() returned: the failure did not happen here", file=sys.stderr)
-    print(f"{RESULT} {json.dumps({'raised': False})}", flush=True)
-    return 0
-
-
-if __name__ == "__main__":
-    print(f"torch {torch.__version__}, transformers {transformers.__version__}", file=sys.stderr)
-    sys.exit(main(reproduce))
+prefill = dict(inputs, cache_position=torch.arange(9), attention_mask=slot_mask(mask2d, MAX_LEN))
+with torch.no_grad():
+    torch.export.export(wrapper(), (), kwargs=prefill, strict=True)  # the prefill program
+step = dict(input_ids=inputs["input_ids"][:, -1:], cache_position=torch.tensor([9]),
+            attention_mask=slot_mask(mask2d, MAX_LEN))
+with torch.no_grad():
+    torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program

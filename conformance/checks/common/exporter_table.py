@@ -7,13 +7,23 @@ Torch-free (the report's readers and reproducer table read it). Contracts:
   group) that brings it in: ``dynamo`` (torch.export, opt-in group ``exporters``), ``onnx`` (ONNX Runtime,
   extra ``[onnx]``), ``executorch`` (XNNPACK, extra ``[executorch]``), ``openvino`` (OpenVINO CPU, extra
   ``[openvino]``; its runners compiled in float32: `OPENVINO_FULL_PRECISION`).
+* `QUANTIZERS` names each quantizer of ``transformers.exporters.quantizers`` the columns call, and per backend it
+  takes the recipe (`RECIPES`: what a user of that backend passes it, whether it reads calibration data, the
+  packages it needs): every quantizer x backend pair transformers 5.24 declares (its `supported_formats`),
+  ``pt2e`` (`PT2EQuantizer`: dynamo, ONNX, OpenVINO with torchao's X86InductorQuantizer, ExecuTorch with
+  XNNPACKQuantizer), ``ort_dynamic`` / ``ort_static`` (`OnnxRuntimeQuantizer`: ONNX), ``nncf_fx``
+  (`NNCFTorchFXQuantizer`: int8 on dynamo, ONNX and OpenVINO; weights only on ExecuTorch, the one result it
+  lowers), ``nncf_openvino`` / ``nncf_openvino_weights`` (`NNCFOpenVINOQuantizer`: quantization, weight
+  compression) and ``nncf_onnx`` (`NNCFOnnxQuantizer`).
 * `COLUMNS` is every exporter column, one `Column` a row: (backend, part, column number, quantizer). A row's
-  `part` is ``forward`` (`exporters.export_forward`) or ``generate`` (`exporters.export_generation`); its
-  `quantizer` is None for the float export (every row today; a quantized export is meant to be a row with the
-  quantizer's name). `checks/exporter_columns.py` registers one check per row, with `registration` (the
-  backend's packages and extra, or its opt-in group), the export tolerance and `contract(row)` as its docstring.
-* `column(check_id)` is the row of a check id (KeyError naming the known ids); `paths()` the exporter columns
-  per backend (the findings' ``exporter:<backend>`` paths), in column order.
+  `part` is ``forward`` or ``generate``; its `quantizer` is None for the float export (`exporters.export_forward`,
+  `exporters.export_generation`), else a quantizer the backend takes (`quantized.export_forward`,
+  `quantized.export_generation`; its id ``exporter_<backend>_<quantizer>_<part>``). `checks/exporter_columns.py`
+  registers one check per row, with `row_registration(row)` (the backend's packages and extra, or its opt-in
+  group; a quantized row: the backend's and the recipe's packages, extra ``[quantized]``), the export tolerance and
+  `contract(row)` as its docstring.
+* `column(check_id)` is the row of a check id (KeyError naming the known ids); `paths()` the float exporter
+  columns per backend (the findings' ``exporter:<backend>`` paths), in column order.
 """
 
 from __future__ import annotations
@@ -57,6 +67,56 @@ BACKENDS = {
 
 
 @dataclass(frozen=True)
+class Recipe:
+    """What a quantizer is given for one backend: in words, whether it reads calibration samples, its packages."""
+
+    words: str
+    calibrates: bool
+    requires: tuple[str, ...] = ()
+
+
+RECIPES = {
+    "x86_int8": Recipe("static int8, weights per channel (torchao's X86InductorQuantizer, its default config)", True),
+    "xnnpack_int8": Recipe("static int8, symmetric per tensor (ExecuTorch's XNNPACKQuantizer)", True, ("executorch",)),
+    "ort_dynamic_int8": Recipe("int8 weights, activations quantized at run time (OnnxRuntimeDynamicConfig())", False),
+    "ort_static_int8": Recipe("static int8 QDQ (OnnxRuntimeStaticConfig())", True),
+    "nncf_int8": Recipe("int8 weights and activations (NNCFQuantizationConfig(): nncf.quantize)", True),
+    "nncf_weights_int8": Recipe("int8 weights only, data-free (NNCFWeightCompressionConfig(): nncf.compress_weights)",
+                                False),
+}
+
+
+@dataclass(frozen=True)
+class Quantizer:
+    """A quantizer of ``transformers.exporters`` (its class name) and the recipe each backend it takes gets."""
+
+    name: str
+    cls: str
+    recipes: tuple[tuple[str, str], ...]  # (backend, recipe name)
+    requires: tuple[str, ...] = ()
+
+    def recipe(self, backend: str) -> Recipe:
+        return RECIPES[dict(self.recipes)[backend]]
+
+
+QUANTIZED_EXTRA = "quantized"
+QUANTIZERS = {
+    "pt2e": Quantizer("pt2e", "PT2EQuantizer", (("dynamo", "x86_int8"), ("onnx", "x86_int8"),
+                                                 ("executorch", "xnnpack_int8"), ("openvino", "x86_int8")),
+                      ("torchao",)),
+    "ort_dynamic": Quantizer("ort_dynamic", "OnnxRuntimeQuantizer", (("onnx", "ort_dynamic_int8"),)),
+    "ort_static": Quantizer("ort_static", "OnnxRuntimeQuantizer", (("onnx", "ort_static_int8"),)),
+    "nncf_fx": Quantizer("nncf_fx", "NNCFTorchFXQuantizer", (("dynamo", "nncf_int8"), ("onnx", "nncf_int8"),
+                                                              ("executorch", "nncf_weights_int8"),
+                                                              ("openvino", "nncf_int8")), ("nncf",)),
+    "nncf_openvino": Quantizer("nncf_openvino", "NNCFOpenVINOQuantizer", (("openvino", "nncf_int8"),), ("nncf",)),
+    "nncf_openvino_weights": Quantizer("nncf_openvino_weights", "NNCFOpenVINOQuantizer",
+                                       (("openvino", "nncf_weights_int8"),), ("nncf",)),
+    "nncf_onnx": Quantizer("nncf_onnx", "NNCFOnnxQuantizer", (("onnx", "nncf_int8"),), ("nncf",)),
+}
+
+
+@dataclass(frozen=True)
 class Column:
     """One exporter column: `backend`'s exporter, `part` (forward or generate), its matrix column `number`."""
 
@@ -69,12 +129,15 @@ class Column:
     def __post_init__(self):
         if self.backend not in BACKENDS or self.part not in PARTS:
             raise ValueError(f"exporter column {self}: backend one of {sorted(BACKENDS)}, part one of {PARTS}")
-        if self.quantizer is not None:
-            raise ValueError(f"exporter column {self}: quantized exporter columns are not implemented yet")
+        quantizer = QUANTIZERS.get(self.quantizer or "")
+        if self.quantizer is not None and (quantizer is None or self.backend not in dict(quantizer.recipes)):
+            takes = {name: [b for b, _ in q.recipes] for name, q in QUANTIZERS.items()}
+            raise ValueError(f"exporter column {self}: quantizer one of {takes} on a backend it takes")
 
     @property
     def id(self) -> str:
-        return f"exporter_{self.backend}_{self.part}"
+        middle = f"_{self.quantizer}" if self.quantizer else ""
+        return f"exporter_{self.backend}{middle}_{self.part}"
 
 
 COLUMNS = (
@@ -87,6 +150,11 @@ COLUMNS = (
     Column("openvino", "forward", 108),
     Column("openvino", "generate", 109),
 )
+# The quantized exports: every quantizer x backend pair, forward and generate, from column 120 on.
+COLUMNS += tuple(Column(backend, part, 120 + 2 * index + offset, quantizer)
+                 for index, (quantizer, backend) in enumerate((name, backend) for name, q in QUANTIZERS.items()
+                                                              for backend, _ in q.recipes)
+                 for offset, part in enumerate(PARTS))
 
 
 def column(check_id: str) -> Column:
@@ -100,6 +168,8 @@ def paths() -> dict[str, tuple[str, ...]]:
     """``exporter:<backend>`` -> that backend's column ids, in column order."""
     found: dict[str, tuple[str, ...]] = {}
     for row in sorted(COLUMNS, key=lambda row: row.number):
+        if row.quantizer:
+            continue
         key = f"exporter:{row.backend}"
         found[key] = found.get(key, ()) + (row.id,)
     return found
@@ -111,6 +181,17 @@ def registration(backend: str) -> dict:
     if spec.requires:
         return {"requires": spec.requires, "extra": spec.extra}
     return {"opt_in": spec.opt_in}
+
+
+def row_registration(row: Column) -> dict:
+    """The `@check` keywords of a row: its backend's (`registration`); a quantized row needs its backend's and its
+    recipe's packages too, installed by the ``[quantized]`` extra, and compares no logits elementwise (its
+    judgement is the SQNR band of `tolerances.sqnr_bounds`)."""
+    if row.quantizer is None:
+        return registration(row.backend)
+    quantizer = QUANTIZERS[row.quantizer]
+    packages = BACKENDS[row.backend].requires + quantizer.requires + quantizer.recipe(row.backend).requires
+    return {"requires": tuple(dict.fromkeys(packages)), "extra": QUANTIZED_EXTRA, "compares": ()}
 
 
 # --- the contract a column states (its check function's docstring) -------------------------------------
@@ -153,6 +234,56 @@ Metrics: `backend`, `components`, `variant`, `export_seconds`,
 """
 
 
+QUANTIZED_FORWARD = """\
+Check `{id}`: transformers' own exporter with {quantizer_cls} ({recipe}), one dynamic graph, on {title}.
+
+Contract (`conformance.checks.common.quantized.export_forward`): a fresh model
+exported with ``transformers.exporters.{exporter}().export(model, inputs,
+Config(dynamic=True, quantizer={quantizer_cls}(...)))``, calibrated on the
+export's own sample where the recipe reads data, runs through the backend's
+runner ({runner}) on the sample and on a sample of another prompt length (the
+second request, not calibrated on); the SQNR of each call's logits against a
+plain eager float forward (non-padding positions) is within the quantized band
+of `conformance.tolerances.sqnr_bounds` (floor 30 dB, ceiling 98 dB: above it
+nothing was quantized), and the saved artifact is smaller than the float
+export's. With random weights top-1 agreement means nothing: it is recorded,
+never judged. Where the installed transformers has no
+``transformers.exporters`` the column does not apply.
+{availability}
+Failure: its step first (export, prepare, calibrate, convert, lower: the
+backend's conversion of the quantized graph, load, run, quantize: the numbers
+or the size), then the exporter's own first line and the innermost transformers
+site. Metrics: `backend`, `quantizer`, `recipe`, `variant`, `sqnr_db`,
+`sqnr_floor_db`, `quantized_bytes`, `float_bytes`, `size_ratio`,
+`top1_agreement`, `export_seconds`, `float_export_seconds`.
+"""
+
+QUANTIZED_GENERATE = """\
+Check `{id}`: transformers' own decomposition for generation with {quantizer_cls} ({recipe}), on {title}.
+
+Contract (`conformance.checks.common.quantized.export_generation`): a fresh
+model exported with ``export_for_generation(model, request,
+Config(dynamic=True, quantizer={quantizer_cls}(..., calibration_dataset=[request])),
+generation_config=<static cache>)`` (each component quantized, calibrated on
+its own inputs captured from the request); another fresh instance routed to
+the components' runners ({runner}), its own ``generate`` the glue, made to
+follow eager float ``generate``'s tokens, for the sample's second prompt and
+the same prompt at another length; the SQNR of every step's logits against
+eager's is within the quantized band of `conformance.tolerances.sqnr_bounds`,
+and the saved components are smaller than the float export's. A submodule
+left out of the components fails as in the float column. Where the installed
+transformers has no ``transformers.exporters`` the column does not apply;
+encoder-decoder classes are not decomposed by it.
+{availability}
+Failure: its step first (calibrate: capturing the components' calibration
+inputs, export, prepare, calibrate, convert, lower, load, run, quantize), the
+component, the exporter's own first line and the innermost transformers site.
+Metrics: `backend`, `quantizer`, `recipe`, `components`, `variant`,
+`sqnr_db`, `sqnr_floor_db`, `quantized_bytes`, `float_bytes`, `size_ratio`,
+`top1_agreement`, `export_seconds`, `generate_seconds`.
+"""
+
+
 def availability(backend: Backend) -> str:
     """The contract's line on when the column runs: its opt-in group, or the extra it requires."""
     if backend.requires:
@@ -165,6 +296,13 @@ def availability(backend: Backend) -> str:
 def contract(row: Column) -> str:
     """What the column `row` checks, how it fails and what it measures: its check's docstring."""
     backend = BACKENDS[row.backend]
-    template = FORWARD if row.part == "forward" else GENERATE
+    if row.quantizer is None:
+        template = FORWARD if row.part == "forward" else GENERATE
+        return template.format(id=row.id, title=backend.title, exporter=backend.exporter, runner=backend.runner,
+                               availability=availability(backend))
+    quantizer = QUANTIZERS[row.quantizer]
+    template = QUANTIZED_FORWARD if row.part == "forward" else QUANTIZED_GENERATE
     return template.format(id=row.id, title=backend.title, exporter=backend.exporter, runner=backend.runner,
-                           availability=availability(backend))
+                           quantizer_cls=quantizer.cls, recipe=quantizer.recipe(row.backend).words,
+                           availability=(f"Optional: it requires the ``[{QUANTIZED_EXTRA}]`` extra; where it is not "
+                                         "installed the column is not run."))

@@ -55,6 +55,7 @@ from typing import Any, Callable
 
 import torch
 
+from conformance.cases.configs import is_encoder_decoder
 from conformance.checks.common.compare import Closeness, assert_close, judge_close, logits_of
 from conformance.checks.common.export import split_inputs
 from conformance.checks.common.exporter_table import BACKENDS
@@ -236,12 +237,43 @@ def length_variant(case):
     return None, variants.unavailable.get("longer", "no other prompt length can be made")
 
 
+def forward_sample(case, model: torch.nn.Module) -> tuple[dict, dict, dict]:
+    """(tensors, constants, fixed flags) of the sample a forward column exports: ``use_cache=False`` where the
+    forward takes it."""
+    tensors, constants = split_inputs(case.inputs())
+    fixed = {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
+    return tensors, constants, fixed
+
+
+def forward_calls(case, tensors: dict, constants: dict, metrics: dict) -> list[tuple[str, dict, dict]]:
+    """The calls a forward column serves: the sample, then a variant of another prompt length where one can be
+    made (`variant` says which, or why none)."""
+    calls = [("sample", tensors, constants)]
+    name, other = length_variant(case)
+    if name is None:
+        metrics["variant"] = f"none: {other}"
+    else:
+        metrics["variant"] = name
+        calls.append((name, *split_inputs(case.inputs(other))))
+    return calls
+
+
+def served_logits(runner, reference: torch.nn.Module, call: tuple[str, dict, dict], fixed: dict, backend: str,
+                  metrics: dict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """(the runner's logits, eager `reference`'s, the positions to compare) for one of `forward_calls`."""
+    label, tensors, constants = call
+    kwargs = prepared(reference, {**tensors, **constants})
+    actual = logits_of(call_runner(runner, kwargs, f"{backend} runner on the {label}", metrics))
+    with torch.no_grad():
+        expected = logits_of(reference(**tensors, **constants, **fixed))
+    return actual, expected, non_padding(expected, tensors)
+
+
 def export_forward(case, backend: str) -> dict:
     require_exporters()
     metrics: dict = {"backend": backend, "dynamic": True}
-    tensors, constants = split_inputs(case.inputs())
     model = case.fresh_model().eval()
-    fixed = {"use_cache": False} if "use_cache" in inspect.signature(model.forward).parameters else {}
+    tensors, constants, fixed = forward_sample(case, model)
     exporter, config = exporter_and_config(backend, dynamic=True)
     sample = {**tensors, **constants, **fixed}
     started = time.perf_counter()
@@ -258,20 +290,9 @@ def export_forward(case, backend: str) -> dict:
     metrics["runner_seconds"] = round(time.perf_counter() - started, 3)
     reference = case.fresh_model().eval()
     tol = declared_tolerance(case)
-    calls = [("sample", tensors, constants)]
-    name, other = length_variant(case)
-    if name is None:
-        metrics["variant"] = f"none: {other}"
-    else:
-        metrics["variant"] = name
-        calls.append((name, *split_inputs(case.inputs(other))))
-    for label, their_tensors, their_constants in calls:
-        kwargs = prepared(reference, {**their_tensors, **their_constants})
-        actual = logits_of(call_runner(runner, kwargs, f"{backend} runner on the {label}", metrics))
-        with torch.no_grad():
-            expected = logits_of(reference(**their_tensors, **their_constants, **fixed))
-        keep = non_padding(expected, their_tensors)
-        compare_logits(actual, expected, keep, tol, f"{backend} runner logits on the {label}", metrics)
+    for call in forward_calls(case, tensors, constants, metrics):
+        actual, expected, keep = served_logits(runner, reference, call, fixed, backend, metrics)
+        compare_logits(actual, expected, keep, tol, f"{backend} runner logits on the {call[0]}", metrics)
     return metrics
 
 
@@ -383,10 +404,11 @@ class RoutedModel:
         return call_runner(runner, prepared(owner, kwargs), f"{self.backend} runner of component {name!r}",
                            self.metrics)
 
-    def generate(self, request: dict[str, Any], config):
+    def generate(self, request: dict[str, Any], config, **generate_kwargs):
         self.calls = 0
         with torch.no_grad():
-            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config),
+                                       **generate_kwargs)
 
 
 def static_generation_config(model: torch.nn.Module, requests: list[dict[str, Any]]):
@@ -413,17 +435,35 @@ def requests_of(case) -> tuple[list[tuple[str, dict]], str]:
     return requests, name
 
 
-def export_generation(case, backend: str, **backend_config: Any) -> dict:
+def generation_setup(case, metrics: dict) -> tuple[torch.nn.Module, list[tuple[str, dict]], Any]:
+    """(a fresh model, the requests, their static generation config) of a generation column; `NotApplicable`
+    where transformers has no exporters, for encoder-decoder classes and a model with no ``generate``."""
     require_exporters()
-    if getattr(case.tiny.config, "is_encoder_decoder", False) or "input_ids" not in case.sample.inputs:
+    if is_encoder_decoder(case.tiny.config) or "input_ids" not in case.sample.inputs:
         raise NotApplicable("encoder-decoder generation (no decoder-only prompt ids) is not decomposed by this check")
-    metrics: dict = {"backend": backend, "dynamic": True, "new_tokens": NEW_TOKENS, "cache": "static"}
     requests, metrics["variant"] = requests_of(case)
     model = case.fresh_model().eval()
     if not hasattr(model, "generate"):
         raise NotApplicable(f"{type(model).__name__} has no generate(): nothing for export_for_generation to "
                             "decompose")
-    config = static_generation_config(model, [request for _, request in requests])
+    return model, requests, static_generation_config(model, [request for _, request in requests])
+
+
+def left_out(routed: RoutedModel, metrics: dict, numbers: list[str]) -> ContractViolation:
+    """The violation of a decomposition that left a submodule `generate` calls out of its components (`numbers`:
+    the numerical verdicts with it run eagerly)."""
+    metrics["eager_calls"] = dict(routed.eager_calls)
+    return ContractViolation(
+        f"export_for_generation left {sorted(routed.eager_calls)} out of its components "
+        f"({metrics['components']}), and generate calls them: the exported model cannot serve a request "
+        f"without PyTorch (with them run eagerly: {'; '.join(numbers) or 'tokens and logits match eager generate'})",
+        metrics, Fingerprint("contract", where=DECOMPOSITION_SITE,
+                             what=f"submodules called by generate but not exported: {sorted(routed.eager_calls)}"))
+
+
+def export_generation(case, backend: str, **backend_config: Any) -> dict:
+    metrics: dict = {"backend": backend, "dynamic": True, "new_tokens": NEW_TOKENS, "cache": "static"}
+    model, requests, config = generation_setup(case, metrics)
     exporter, export_config = exporter_and_config(backend, dynamic=True, **backend_config)
     started = time.perf_counter()
     try:
@@ -456,13 +496,7 @@ def export_generation(case, backend: str, **backend_config: Any) -> dict:
             numbers.append(exc.reason)
     metrics["routed_calls"] = routed.routed_calls
     if routed.eager_calls:
-        metrics["eager_calls"] = dict(routed.eager_calls)
-        raise ContractViolation(
-            f"export_for_generation left {sorted(routed.eager_calls)} out of its components "
-            f"({metrics['components']}), and generate calls them: the exported model cannot serve a request "
-            f"without PyTorch (with them run eagerly: {'; '.join(numbers) or 'tokens and logits match eager generate'})",
-            metrics, Fingerprint("contract", where=DECOMPOSITION_SITE,
-                                 what=f"submodules called by generate but not exported: {sorted(routed.eager_calls)}"))
+        raise left_out(routed, metrics, numbers)
     metrics["generate_seconds"] = round(time.perf_counter() - started, 3)
     return metrics
 

@@ -140,6 +140,10 @@ def _generation_facts(ctx: Context) -> dict:
     from conformance.checks.common.generation import ExportedGeneration, single_prompt
     from conformance.checks.common.outcome import NotApplicable
 
+    served = re.match(r"served [^:]*?, not (\w+) \(([^)]*)\)", ctx.cell.reason)
+    if served:
+        raise NoTemplate(f"the failure is on the prompt {served.group(1)} ({served.group(2)}) that the check derives "
+                         "from the sample; the template writes the sample's prompt, on which the parts agree")
     inputs = single_prompt(ctx.case.inputs())
     model = ctx.case.fresh_model()
     try:
@@ -167,6 +171,12 @@ def _split(facts: dict) -> list[str]:
             f"decoder = DecoderPart(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG})"]
 
 
+# What a text part's export needs traced first, when it is exported alone (the part whose export fails).
+ALONE = {"embed_prefill": [], "embed_step": [],
+         "prefill": ["with torch.no_grad():", "    embeds = embedding(ids)"],
+         "step": ["with torch.no_grad():", "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]}
+
+
 def _stage(ctx: Context, pattern: str) -> str:
     found = re.search(pattern, f"{ctx.fingerprint.get('what', '')} {ctx.cell.reason}")
     return found.group(1) if found else ""
@@ -186,11 +196,17 @@ def export_generate(ctx: Context) -> Steps:
         body = _vision_first(facts) + [f"export_part(VisionPart(model{facts['vision']}), kwargs=media)"]
         return _steps(ctx, body, facts, ("export_part", "VisionPart"))
     body = _split(facts) + ["programs = {}"]
+    prefill_only = _prefill_decides(ctx)
     exports = [("vision", f"VisionPart(model{facts['vision']}), kwargs=media"),
                ("embed_prefill", "embedding, (ids,)"), ("embed_step", "embedding, (ids[:, -1:],)"),
                ("prefill", "decoder, (embeds,), dict(text)"), ("step", "decoder, (embeds[:, -1:], state)")]
+    if stage in ALONE:
+        body = _split(facts) + ALONE[stage] + [f"export_part({dict(exports)[stage]})"]
+        steps = _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart"))
+        steps.notes.append(f"only the part whose export fails ({stage}); the check exports the parts before it first")
+        return steps
     for name, call in exports:
-        if name == "vision" and facts["vision"] is None:
+        if (name == "vision" and facts["vision"] is None) or (prefill_only and name in ("embed_step", "step")):
             continue
         if name == "prefill":
             body += ["with torch.no_grad():", "    embeds = embedding(ids)"]
@@ -203,8 +219,15 @@ def export_generate(ctx: Context) -> Steps:
              "def run(name, *args, **kwargs):",
              "    return programs[name].module()(*args, **kwargs)",
              "",
-             *_greedy_from("run", facts),
-             "exported = torch.cat(tokens, dim=1)",
+             *_greedy_from("run", facts, decode=not prefill_only)]
+    if ctx.kind not in ("numerical_mismatch", "contract"):  # a call raises: the calls, not the comparisons
+        body += ["with torch.no_grad():",
+                 "    reference = tiny_model()",
+                 "    eager_generation(reference, inputs, NEW_TOKENS)",
+                 "    reference(**inputs)  # a forward without cache"]
+        return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart",
+                                         "eager_generation"), new_tokens=1 if prefill_only else 8)
+    body += ["exported = torch.cat(tokens, dim=1)",
              "reference = tiny_model()",
              "expected, eager_logits = eager_generation(reference, inputs, NEW_TOKENS)",
              "with torch.no_grad():",
@@ -224,11 +247,12 @@ def export_generate(ctx: Context) -> Steps:
              '    raise AssertionError(f"prefill of the exported programs vs a forward without cache: logits "',
              '                              f"differ by {beyond}")']
     return _steps(ctx, body, facts, ("export_part", "EmbedPart", "DecoderPart", "VisionPart", "eager_generation",
-                                "close", "logits_of"), new_tokens=8)
+                                "close", "logits_of"), new_tokens=1 if prefill_only else 8)
 
 
-def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
-    """Greedy decoding from parts called through `run` (the placeholder merge and the argmax are glue)."""
+def _greedy_from(run: str, facts: dict, functional: bool = False, decode: bool = True) -> list[str]:
+    """Greedy decoding from parts called through `run` (the placeholder merge and the argmax are glue); without
+    `decode` the prefill alone (one new token)."""
     step = (f'logits, *state = {run}("step", {run}("embed_step", tokens[-1]), list(state))' if functional
             else f'logits = {run}("step", {run}("embed_step", tokens[-1]), list(state))')
     merge = ([f'    features = {run}("vision", **media).to(embeds.dtype)',
@@ -242,11 +266,35 @@ def _greedy_from(run: str, facts: dict, functional: bool = False) -> list[str]:
             *merge,
             f'    logits, *state = {run}("prefill", embeds, **text)',
             "    logits_list, tokens = [logits.float()], [logits.argmax(-1, keepdim=True)]",
-            "    for _ in range(NEW_TOKENS - 1):",
-            f"        {step}",
-            "        logits_list.append(logits.float())",
-            "        tokens.append(logits.argmax(-1, keepdim=True))",
+            *(["    for _ in range(NEW_TOKENS - 1):",
+               f"        {step}",
+               "        logits_list.append(logits.float())",
+               "        tokens.append(logits.argmax(-1, keepdim=True))"] if decode else []),
             "logits = logits_list"]
+
+
+def _prefill_decides(ctx: Context) -> bool:
+    """Whether the cell's failure is already in the prefill (its logits, or a run of a part before the decoding
+    steps): then the script generates one token, without the decoding loop and the step parts."""
+    what, reason = ctx.fingerprint.get("what", ""), ctx.cell.reason
+    return what == "prefill" or reason.startswith("prefill ") or bool(
+        re.search(r"run of part '(vision|embed_prefill|prefill)'", reason))
+
+
+def _against_generate(what: str) -> list[str]:
+    """The check's comparison of the parts' greedy tokens and logits with eager generate, in its words."""
+    return ["reference = tiny_model()",
+            "expected, expected_logits = eager_generation(reference, inputs, NEW_TOKENS)",
+            "exported = torch.cat(tokens, dim=1)",
+            "if not torch.equal(exported, expected):",
+            "    step = int((exported != expected).int().argmax())",
+            f'    raise AssertionError(f"tokens from the {what} differ from eager generate at new token {{step}}: "',
+            '                         f"{exported[0].tolist()} vs {expected[0].tolist()}")',
+            "for step, (actual, wanted) in enumerate(zip(logits, expected_logits)):",
+            "    within, beyond = close(actual, wanted.float(), ATOL, RTOL)",
+            "    if not within:",
+            '        step_name = "prefill" if step == 0 else f"decode step {step}"',
+            f'        raise AssertionError(f"{{step_name}} of the {what} vs eager generate: logits differ by {{beyond}}")']
 
 
 def _steps(ctx: Context, body: list[str], facts: dict, parts: tuple, new_tokens: int = 8, **more) -> Steps:
@@ -261,6 +309,11 @@ def _exporter() -> str:
     return "transformers" if _onnx.exporter_name() == _onnx.TRANSFORMERS_EXPORTER else "torch"
 
 
+def _onnx_export() -> str:
+    """The piece that exports to ONNX as the check does: transformers' OnnxExporter, else torch.onnx's."""
+    return "onnx_export" if _exporter() == "transformers" else "torch_onnx_export"
+
+
 def export_onnx(ctx: Context) -> Steps:
     tensors, constants = _forward_inputs(ctx)
     exporter = _exporter()
@@ -271,8 +324,9 @@ def export_onnx(ctx: Context) -> Steps:
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
             "folder = tempfile.mkdtemp()",
-            f'feed = onnx_export({module}, os.path.join(folder, "model.onnx"), EXPORTER)',
-            'outputs = OrtProgram(os.path.join(folder, "model.onnx"))(feed)',
+            f'feed = {_onnx_export()}({module}, os.path.join(folder, "model.onnx"))',
+            'program = OrtProgram(os.path.join(folder, "model.onnx"))',
+            "outputs = program(feed)",
             'actual = outputs["logits"] if "logits" in outputs else next(iter(outputs.values()))',
             "with torch.no_grad():",
             "    expected = logits_of(tiny_model()(**inputs, **CONSTANTS))",
@@ -282,10 +336,17 @@ def export_onnx(ctx: Context) -> Steps:
             "within, beyond = close(actual, expected, ATOL, RTOL)",
             "if not within:",
             '    raise AssertionError(f"ONNX Runtime logits: logits differ from eager by {beyond}")']
-    parts = ("onnx_export", "OrtProgram", "close", "logits_of") + (("LogitsModule",) if exporter == "torch" else ())
+    parts = (_onnx_export(), "OrtProgram", "close", "logits_of") + (("LogitsModule",) if exporter == "torch" else ())
+    # a failure at one step (the reason names it) is written up to that step: no comparison after it
+    last = {"export": 3, "onnxruntime session": 4, "onnxruntime run": 5}
+    stage = next((name for name in last if ctx.cell.reason.startswith(name + " ") or
+                  ctx.cell.reason.startswith(name + ":")), None)
+    if stage and ctx.kind not in ("numerical_mismatch", "contract"):
+        body = body[:last[stage] + 1]
+        constants = {"CONSTANTS": _constants(constants)}
+        return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors, constants=constants)
     return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), "EXPORTER": repr(exporter),
-                            **tolerance_constants(ctx, "export")})
+                 constants={"CONSTANTS": _constants(constants), **tolerance_constants(ctx, "export")})
 
 
 def onnx_generate(ctx: Context) -> Steps:
@@ -294,9 +355,8 @@ def onnx_generate(ctx: Context) -> Steps:
     if _stage(ctx, r"export of part '(\w+)'") == "vision" and facts["vision"] is not None:
         body = _vision_first(facts) + [
             "folder = tempfile.mkdtemp()",
-            f'onnx_export(VisionPart(model{facts["vision"]}), dict(media), os.path.join(folder, "model.onnx"), '
-            "EXPORTER)"]
-        steps = _steps(ctx, body, facts, ("onnx_export", "VisionPart"), EXPORTER=repr(_exporter()))
+            f'{_onnx_export()}(VisionPart(model{facts["vision"]}), dict(media), os.path.join(folder, "model.onnx"))']
+        steps = _steps(ctx, body, facts, (_onnx_export(), "VisionPart"))
         steps.imports = ("import os", "import tempfile")
         return steps
     body = _split(facts) + ["folder = tempfile.mkdtemp()",
@@ -305,7 +365,7 @@ def onnx_generate(ctx: Context) -> Steps:
                             "def onnx_part(name, module, kwargs):",
                             '    path = os.path.join(folder, name, "model.onnx")',
                             "    os.makedirs(os.path.dirname(path))",
-                            "    onnx_export(module, kwargs, path, EXPORTER)",
+                            f"    {_onnx_export()}(module, kwargs, path)",
                             "    sessions[name] = OrtProgram(path)",
                             ""]
     exports = [("vision", f"VisionPart(model{facts['vision']}), dict(media)"),
@@ -314,17 +374,26 @@ def onnx_generate(ctx: Context) -> Steps:
                ("prefill", 'decoder, {"inputs_embeds": embeds, **text}'),
                ("step", f"FunctionalStep(owner, MAX_LEN, {facts['kwarg']!r}, owner.{TEXT_CONFIG}), "
                         '{"inputs_embeds": embeds[:, -1:], "cache_tensors": state}')]
-    parts = ("onnx_export", "OrtProgram", "EmbedPart", "DecoderPart", "VisionPart", "FunctionalStep", "leaf_feed")
+    parts = (_onnx_export(), "OrtProgram", "EmbedPart", "DecoderPart", "VisionPart", "FunctionalStep", "leaf_feed")
     imports = ("import os", "import tempfile")
+    if stage in ALONE:
+        body += ALONE[stage] + [f"onnx_part({stage!r}, {dict(exports)[stage]})"]
+        steps = _steps(ctx, body, facts, parts, new_tokens=4)
+        steps.imports = imports
+        steps.notes.append(f"only the part that fails ({stage}); the check exports the parts before it first")
+        return steps
+    prefill_only = _prefill_decides(ctx)
     for name, call in exports:
-        if name == "vision" and facts["vision"] is None:
+        if (name == "vision" and facts["vision"] is None) or (prefill_only and name in ("embed_step", "step")):
             continue
         if name == "prefill":
             body += ["with torch.no_grad():  # the decoder runs once the parts before it are exported",
-                     "    embeds = embedding(ids)", "    _, *state = decoder(embeds, **text)"]
+                     "    embeds = embedding(ids)"]
+            if not prefill_only and stage != "prefill":  # the step part is traced with the prefill's cache
+                body.append("    _, *state = decoder(embeds, **text)")
         body.append(f"onnx_part({name!r}, {call})")
         if name == stage:
-            steps = _steps(ctx, body, facts, parts, new_tokens=4, EXPORTER=repr(_exporter()))
+            steps = _steps(ctx, body, facts, parts, new_tokens=4)
             steps.imports = imports
             return steps
     body += ["POSITIONAL = {'embed_prefill': ('input_ids',), 'embed_step': ('input_ids',), "
@@ -336,38 +405,13 @@ def onnx_generate(ctx: Context) -> Steps:
              "    outputs = list(sessions[name](leaf_feed(named)).values())",
              "    return outputs[0] if len(outputs) == 1 else outputs",
              "",
-             *_greedy_from("ort", facts, functional=True),
-             "onnx_tokens, onnx_logits = torch.cat(tokens, dim=1), logits",
-             "reference = tiny_model()",
-             "expected_tokens, expected_logits = eager_generation(reference, inputs, NEW_TOKENS)",
-             "expected_logits = [x.float() for x in expected_logits]",
-             f"ref_owner = reference{facts['owner']}",
-             "ref_embedding = EmbedPart(ref_owner.get_input_embeddings())",
-             f"modules = {{'embed_prefill': ref_embedding, 'embed_step': ref_embedding,",
-             f"           'prefill': DecoderPart(ref_owner, MAX_LEN, {facts['kwarg']!r}, ref_owner.{TEXT_CONFIG}),",
-             f"           'step': FunctionalStep(ref_owner, MAX_LEN, {facts['kwarg']!r}, ref_owner.{TEXT_CONFIG})}}",
-             *([f"modules['vision'] = VisionPart(reference{facts['vision']})"] if facts["vision"] is not None else []),
-             "",
-             "def eager_part(name, *args, **kwargs):",
-             "    out = modules[name](*args, **kwargs)",
-             "    return list(out) if isinstance(out, tuple) else out",
-             "",
-             *_greedy_from("eager_part", facts, functional=True),
-             "parts_logits = logits",
-             "",
-             "def worst(a, b):",
-             "    return max(float((x.float() - y.float()).abs().max()) for x, y in zip(a, b))",
-             "",
-             "parts_diff, decomposition = worst(onnx_logits, parts_logits), worst(parts_logits, expected_logits)",
-             "for step, (actual, wanted) in enumerate(zip(onnx_logits, expected_logits)):",
-             "    within, beyond = close(actual, wanted, ATOL, RTOL)",
-             "    if not within:",
-             '        raise AssertionError(f"step {step}: ONNX Runtime logits differ from eager generate by "',
-             '                                  f"{beyond} (ONNX vs the same parts run eagerly: {parts_diff:.3g}; "',
-             '                                  f"eager parts vs eager generate: {decomposition:.3g})")',
-             "    if not torch.equal(onnx_tokens[:, step], expected_tokens[:, step]):",
-             '        raise AssertionError(f"tokens from the ONNX parts differ from eager generate at new token "',
-             '                                  f"{step}: {onnx_tokens[0].tolist()} vs {expected_tokens[0].tolist()}")']
-    steps = _steps(ctx, body, facts, parts + ("eager_generation", "close"), new_tokens=4, EXPORTER=repr(_exporter()))
+             *_greedy_from("ort", facts, functional=True, decode=not prefill_only)]
+    if ctx.kind in ("numerical_mismatch", "contract"):
+        body += _against_generate("exported parts")
+    else:  # a call raises: the eager generation the check compares with, not the comparison
+        body += ["with torch.no_grad():", "    eager_generation(tiny_model(), inputs, NEW_TOKENS)"]
+    steps = _steps(ctx, body, facts, parts + ("eager_generation", "close"), new_tokens=1 if prefill_only else 4)
+    if prefill_only:
+        steps.notes.append("one new token: the prefill already fails (the check generates 4)")
     steps.imports = imports
     return steps

@@ -122,7 +122,12 @@ def exporter_generate(ctx: Context) -> Steps:
                  "    if not within:",
                  '        raise AssertionError(f"step {step}: logits from the components differ from "',
                  '                             f"eager generate by {beyond}")']
-    return Steps(body, imports=(_exporter_import(backend),), parts=("RoutedGenerate", "close"), inputs=requests[0][1],
+    parts = ("RoutedGenerate", "close")
+    if len(body) > 9 and (ctx.kind not in ("numerical_mismatch", "contract") or "out of its components" in
+                          ctx.cell.reason):  # it fails in the routed generate: no eager reference after it
+        body = body[:9 if ctx.kind not in ("numerical_mismatch", "contract") else 14]
+        parts = ("RoutedGenerate",)
+    return Steps(body, imports=(_exporter_import(backend),), parts=parts, inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
                             **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "

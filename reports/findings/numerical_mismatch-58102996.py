@@ -1,0 +1,106 @@
+"""[transformers.exporters] wrong numbers at executorch runner logits on the sample: PaliGemmaForConditionalGeneration
+(exporter_executorch_forward).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python numerical_mismatch-58102996.py
+The suite saw: executorch runner logits on the sample: logits differ from eager by 0.000118 > 0.0001
+Shared by 3 class(es), 3 cell(s) of 1 check(s) (index.json lists them).
+"""
+
+import torch
+from transformers import GemmaConfig, PaliGemmaConfig, PaliGemmaForConditionalGeneration, SiglipVisionConfig
+from transformers.exporters import ExecutorchExporter, ExecutorchConfig
+
+CONFIG = PaliGemmaConfig(
+    vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8, vision_use_head=False, vocab_size=256,
+        projection_dim=64),
+    text_config=GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=16, use_bidirectional_attention=True,
+        num_image_tokens=16),
+    image_token_index=255, vocab_size=256, projection_dim=64, hidden_size=64)
+CONSTANTS = {'use_cache': False}
+ATOL = 0.0001
+RTOL = 1.3e-06
+
+
+def tiny_model():
+    """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""
+    torch.manual_seed(0)
+    model = PaliGemmaForConditionalGeneration(CONFIG)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and not name.endswith("bias") and not param.any():
+                param.normal_(0.0, 0.02)
+    return model.eval()
+
+
+# The inputs exporter_executorch_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 3, 4, 5, 6, 7] + [255] * 16 + [2, 8, 9, 10, 11], list(range(12,
+        18)) + [255] * 16 + [2, 18, 19, 20, 21, 22]], dtype=torch.int64),
+    'token_type_ids': torch.full((2, 28), 0, dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0] + [1] * 26, [1] * 28], dtype=torch.int64),
+    'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 0.583 + 0.00223),
+}
+
+def logits_of(output):
+    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) and "logits" in output:
+        return output["logits"]
+    if isinstance(getattr(output, "logits", None), torch.Tensor):
+        return output.logits
+    if isinstance(output, dict):
+        for key, value in output.items():
+            if key.startswith("logits") and isinstance(value, torch.Tensor):
+                return value
+    return output[0]
+
+
+def close(actual, expected, atol, rtol):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
+
+
+def runner_kwargs(runner, owner, inputs):
+    """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
+    applied, only the kwargs its graph was traced with."""
+    from transformers.exporters.utils import precompute_export_inputs
+
+    flags = ("use_cache", "output_attentions", "output_hidden_states", "return_dict", "return_loss")
+    ready = {key: value for key, value in inputs.items() if key not in flags}
+    with torch.no_grad():
+        precompute_export_inputs(owner, ready)
+    metadata = runner.metadata
+    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+
+
+model = tiny_model()
+exporter, config = ExecutorchExporter(), ExecutorchConfig(dynamic=True)
+exported = exporter.export(model, dict(inputs, **CONSTANTS), config)
+runner = exported.to("cpu").runners["model"]
+reference = tiny_model()
+actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
+with torch.no_grad():
+    expected = logits_of(reference(**inputs, **CONSTANTS))
+mask2d = inputs.get("decoder_attention_mask", inputs.get("attention_mask"))
+if mask2d is not None and mask2d.dim() == 2 and expected.shape[:2] == mask2d.shape:
+    actual, expected = actual[mask2d.bool()], expected[mask2d.bool()]  # the non-padding positions
+what = "executorch runner logits on the sample"
+within, beyond = close(actual, expected, ATOL, RTOL)
+if not within:
+    raise AssertionError(f"{what}: logits differ from eager by {beyond}")

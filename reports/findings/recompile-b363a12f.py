@@ -1,0 +1,133 @@
+"""[torch.compile] recompiles every decode step at kwargs['cache'].layers[#].cumulative_length_int == # @
+transformers.cache_utils:StaticSlidingWindowLayer.get_mask_sizes: InklingForConditionalGeneration (compile_decode).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-b363a12f.py
+The suite saw: decode step recompiled after the first step; failed guard:
+kwargs['cache'].layers[0].cumulative_length_int == 13 (at transformers/cache_utils.py:629 in get_mask_sizes)
+Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
+"""
+
+import inspect
+
+import torch
+from transformers import (InklingAudioConfig, InklingConfig, InklingForConditionalGeneration, InklingTextConfig,
+    InklingVisionConfig)
+from torch._dynamo.utils import counters, guard_failures
+from transformers import LogitsProcessorList
+from transformers.generation.configuration_utils import CompileConfig
+
+CONFIG = InklingConfig(
+    text_config=InklingTextConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4, swa_num_key_value_heads=2, swa_head_dim=16,
+        layer_types=['hybrid_sliding', 'hybrid'], mlp_layer_types=['sparse', 'sparse'], intermediate_size=128,
+        moe_intermediate_size=128, n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1),
+    audio_config=InklingAudioConfig(text_hidden_size=64),
+    vision_config=InklingVisionConfig(text_hidden_size=64, patch_size=8, hidden_size=64, n_layers=2,
+        num_attention_heads=4),
+    image_token_id=255, audio_token_id=254, image_bos_token_id=252, audio_bos_token_id=253)
+BACKEND = 'eager'
+ATOL = 1e-05
+RTOL = 1.3e-06
+NEW_TOKENS = 5
+
+
+def tiny_model():
+    """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""
+    torch.manual_seed(0)
+    model = InklingForConditionalGeneration(CONFIG)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if param.is_floating_point() and not name.endswith("bias") and not param.any():
+                param.normal_(0.0, 0.02)
+    return model.eval()
+
+
+# The inputs compile_decode fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[0, 0, 0, 99, 83, 82, 180, 176, 255, 160, 108, 136, 107], [0, 0, 0, 58, 141, 194, 46,
+        255, 144, 136, 11, 187, 180]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
+    'pixel_values': torch.randn((2, 2, 8, 8, 3), generator=g, dtype=torch.float32),
+}
+
+def close(actual, expected, atol, rtol):
+    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
+    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
+    if actual.shape != expected.shape:
+        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
+    if not actual.numel():
+        return True, ""
+    a, e = actual.detach().double(), expected.detach().double()
+    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
+    allowed = atol + rtol * e.abs()
+    ratios = (delta / allowed).flatten()
+    nan = torch.isnan(ratios)
+    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
+    within = not nan.any() and float(ratios[worst]) <= 1.0
+    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
+
+
+def static_cache(config, max_len, batch_size):
+    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
+    from transformers import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kwargs = {"config": config, "max_cache_len": max_len}
+    for name in ("max_batch_size", "batch_size"):
+        if name in params:
+            kwargs[name] = batch_size
+    return StaticCache(**kwargs)
+
+
+class ForceTokens:
+    """A logits processor: greedy decoding that follows the given tokens (the eager run's)."""
+
+    def __init__(self, tokens):
+        self.tokens, self.step = tokens, 0
+
+    def __call__(self, input_ids, scores):
+        forced = torch.full_like(scores, float("-inf"))
+        forced.scatter_(1, self.tokens[:, self.step:self.step + 1], 0.0)
+        self.step += 1
+        return forced
+
+
+def greedy(model, inputs, new_tokens, **extra):
+    """Greedy generate of exactly `new_tokens` tokens (EOS cannot stop it), generate's auto-compile off."""
+    with torch.no_grad():
+        return model.generate(**inputs, do_sample=False, num_beams=1, max_new_tokens=new_tokens,
+                              min_new_tokens=new_tokens, disable_compile=True, **extra)
+
+
+eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)
+model = tiny_model()
+cache = static_cache(model.config.get_text_config(decoder=True), 13 + NEW_TOKENS,
+    2)  # what generate makes for a static cache
+config = CompileConfig(fullgraph=True, backend=BACKEND, mode=None)
+config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise
+torch._dynamo.reset()
+counters.clear()
+with torch.no_grad(), torch._dynamo.config.patch(recompile_limit=NEW_TOKENS + 1):  # count each recompile
+    compiled = model.generate(
+        **inputs, do_sample=False, num_beams=1, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+        disable_compile=False, cache=cache, compile_config=config, output_logits=True,
+        return_dict_in_generate=True,
+        logits_processor=LogitsProcessorList([ForceTokens(eager.sequences[:,
+            -NEW_TOKENS:])]))  # forced onto the eager tokens
+breaks = list(counters["graph_break"])
+if breaks:
+    raise AssertionError(f"the compiled decode step has {len(breaks)} graph break(s), first: "
+                                 f"{breaks[0]}")
+if not counters["stats"]["unique_graphs"]:
+    raise AssertionError("generate did not compile the decode step (its cache is not a "
+                  "compileable static cache, or the model's generate bypasses compilation)")
+failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
+if failed:
+    raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
+for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
+    within, beyond = close(actual, expected, ATOL, RTOL)
+    if not within:
+        what = "prefill" if step == 0 else f"decode step {step}"
+        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
+                                  f"dynamic-cache decoding by {beyond}")

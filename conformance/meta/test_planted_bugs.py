@@ -124,9 +124,12 @@ def test_a_planted_bug_turns_the_cell_red_naming_the_bug(check_id, model, media,
 
 def test_every_check_has_a_planted_family():
     """Each registered check (but `executorch`, optional and lowered from export_generate's parts) has planted bugs;
-    the `exporter_*` columns have theirs in `test_checks_exporters.py`, the `aoti_*` columns theirs (a C++ build
-    each) in `test_checks_aoti.py` and `test_checks_aoti_generate.py`."""
+    the `exporter_*` columns have theirs in `test_checks_exporters.py`, the quantized `exporter_*` rows theirs in
+    `test_checks_quantized.py` (a planted model through every row, planted quantizer bugs one row per backend and
+    part: the rows of one backend and part run one path), the `aoti_*` columns theirs (a C++ build each) in
+    `test_checks_aoti.py` and `test_checks_aoti_generate.py`."""
     from conformance.meta.test_checks_exporters import PLANTED as EXPORTERS
+    from conformance.meta.test_checks_quantized import QUANTIZED
 
-    families = {check_id for check_id, *_ in PLANTED + EXPORTERS} | {"aoti_forward", "aoti_generate"}
+    families = {check_id for check_id, *_ in PLANTED + EXPORTERS} | {"aoti_forward", "aoti_generate"} | set(QUANTIZED)
     assert set(load_all()) - {"executorch"} <= families

@@ -150,7 +150,7 @@ def choose_groups(groups: list[Group], names: list[str], extras: str) -> tuple[l
     `names` restricts the groups (empty: all); `extras` is ``installed`` (an extra's group only where its packages
     are installed), ``all`` or a comma-separated list of extras (each runner installs its group's extra).
     """
-    from conformance.checks.common.registry import check_ids, opt_in_reason
+    from conformance.checks.common.registry import check_ids, opt_in_reason, unavailable
 
     known = [g.name for g in groups]
     unknown = [n for n in names if n not in known]
@@ -163,15 +163,16 @@ def choose_groups(groups: list[Group], names: list[str], extras: str) -> tuple[l
                         f"{', '.join(g.extra for g in groups if g.extra)}")
     chosen, not_run = [], {}
     for group in groups:
-        why = ""
+        why, missing = "", {}
         if names and group.name not in names:
             why = opt_in_reason(group.checks[0]) if group.opt_in else \
                 f"not in this publishing run: conformance jobs publish --groups {group.name}"
         elif group.extra and (extras == "installed" and installed(group) or wanted and group.extra not in wanted):
             why = installed(group) or f"not in this publishing run: --extras {group.extra}"
+            missing = {c: unavailable(c) for c in group.checks} if installed(group) else {}  # each check's own
         if why:
             if group.main_columns:  # another backend's (dtype's) columns are named only where they ran
-                not_run.update({c: why for c in group.checks})
+                not_run.update({c: missing.get(c) or why for c in group.checks})
             continue
         chosen.append(group)
     ran = {c for g in chosen if g.main_columns for c in g.checks}

@@ -58,6 +58,7 @@ from conformance.report import cell_code
 from conformance.report import envelope as report
 from conformance.report import io, provenance
 from conformance.run.records import PartsDir
+from conformance.tools import run_files
 from conformance.tools.jobs import RUN_ENV, JobsError
 
 DONE_EXIT_CODES = (0, 1, 5)  # pytest: all passed, some failed, no test collected (every cell recorded earlier)
@@ -297,7 +298,7 @@ def run_job(job: dict, root: Path, python: str, rerun: bool = False, env: dict |
     cells = 0
     if parts:
         envelopes = [report.load_envelope(p) for p in parts]
-        merged = envelopes[0] if len(parts) == 1 else report.merge_envelopes(envelopes, [p.name for p in parts])
+        merged = envelopes[0] if len(parts) == 1 else run_files.merged(envelopes, [p.name for p in parts])[0]
         portable = provenance.portable_texts(merged)  # a message can quote a traceback's file of this machine
         if parts != [files.out] or portable != merged:
             io.write_json_atomic(files.out, portable)

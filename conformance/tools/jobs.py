@@ -167,9 +167,12 @@ def choose_groups(groups: list[Group], names: list[str], extras: str) -> tuple[l
         if names and group.name not in names:
             why = opt_in_reason(group.checks[0]) if group.opt_in else \
                 f"not in this publishing run: conformance jobs publish --groups {group.name}"
-        elif group.extra and (extras == "installed" and installed(group) or wanted and group.extra not in wanted):
-            why = installed(group) or f"not in this publishing run: --extras {group.extra}"
-            missing = {c: unavailable(c) for c in group.checks} if installed(group) else {}  # each check's own
+        elif group.extra:
+            missing = {c: reason for c, reason in ((c, unavailable(c)) for c in group.checks) if reason}  # each its own
+            if extras == "installed" and missing or wanted and group.extra not in wanted:
+                why = next(iter(missing.values()), f"not in this publishing run: --extras {group.extra}")
+            else:
+                missing = {}
         if why:
             if group.main_columns:  # another backend's (dtype's) columns are named only where they ran
                 not_run.update({c: missing.get(c) or why for c in group.checks})

@@ -2,7 +2,7 @@
 
 Contracts:
 
-* `group_failures(envelopes, sources)` groups every failing cell (raw
+* `group_failures(envelopes, sources, cell_links)` groups every failing cell (raw
   verdict fail, error or timeout: its ``observed``, so a known failure counts)
   of one or more runs by its root cause, largest group first (most classes,
   then most cells). The root cause of a cell with a failure fingerprint
@@ -35,8 +35,9 @@ Contracts:
 * `render_findings(groups, ...)` is the Markdown document: the ranked top
   ten (`TOP`) with their unlocks, a table of the groups, then one section
   per group (`render_group`), each ready to paste into an upstream issue,
-  with its upstream `link`s where any was found
-  (`conformance.report.repro_links`), ending with its cells and, per cell,
+  with its upstream `link`s where any was found (`Group.threads`: the
+  threads its cells' expectations link, `conformance.report.upstream_threads`;
+  none when no `cell_links` were given), ending with its cells and, per cell,
   the expectation that lists it (its link when it has one). After the table,
   the checkpoint profiles' rows whose verdicts differ from their class's
   default row, a line per cell (`conformance.report.profile_diff`).
@@ -82,6 +83,7 @@ class Group:
     where: str  # module:qualname, or the masked what / reason that keys the group
     by_reason: bool
     cells: list[FailingCell] = field(default_factory=list)
+    threads: list[tuple[str, str]] = field(default_factory=list)  # (url, title) of the upstream threads found
 
     @property
     def classes(self) -> list[str]:
@@ -166,8 +168,12 @@ def group_id(kind: str, where: str, by_reason: bool) -> str:
     return f"{kind or 'reason'}-{digest}"
 
 
-def group_failures(envelopes: list[dict], sources: list[str] | None = None) -> list[Group]:
-    """The failing cells of the runs grouped by root cause, upstream findings first, each largest first."""
+def group_failures(envelopes: list[dict], sources: list[str] | None = None,
+                   cell_links: dict[tuple[str, str], str] | None = None) -> list[Group]:
+    """The failing cells of the runs grouped by root cause, upstream findings first, each largest first; each
+    group's threads are those its cells link in `cell_links` ((class, check) -> url)."""
+    from conformance.report.upstream_threads import group_threads
+
     groups: dict[tuple[str, str, bool], Group] = {}
     for index, envelope in enumerate(envelopes):
         for cell in failing_cells(envelope, index):
@@ -175,6 +181,8 @@ def group_failures(envelopes: list[dict], sources: list[str] | None = None) -> l
             if key not in groups:
                 groups[key] = Group(group_id(*key), key[0], key[1], key[2])
             groups[key].cells.append(cell)
+    for group in groups.values():
+        group.threads = group_threads(group.cells, cell_links or {})
     return sorted(groups.values(), key=lambda g: (not g.upstream, -len(g.classes), -len(g.cells), g.id))
 
 
@@ -301,8 +309,6 @@ def _names(names: list[str]) -> str:
 def render_group(group: Group, envelopes: list[dict], sources: list[str],
                  links: dict[tuple[str, str], str] | None = None, unlock: Unlock | None = None) -> list[str]:
     """One group's section: what fails where, seen on which versions, how to reproduce it, and its cells."""
-    from conformance.report.repro_links import upstream_links
-
     links = links or {}
     first = group.representative
     env = envelopes[first.run]["environment"]
@@ -329,7 +335,7 @@ def render_group(group: Group, envelopes: list[dict], sources: list[str],
         facts.append(("Site in", site_in(group)))
     if unlock is not None:
         facts.append(("Fixing it unlocks", unlock.summary()))
-    facts += [("link", f"[{title}]({url})") for url, title in upstream_links(group.id)]
+    facts += [("link", f"[{title}]({url})") for url, title in group.threads]
     lines += [f"- **{name}**: {value}" for name, value in facts] + [""]
     lines += [f"Example ({first.model} / `{first.check}`): {_code(first.reason)}", ""]
     lines += ["Reproduce with vlm-conformance (a tiny random model of the class, no weights, no network):", "",

@@ -258,10 +258,8 @@ def render_script(ctx: Context, steps: Steps, envelope: dict) -> tuple[str, str]
 
 
 def entry(group: findings.Group) -> Entry:
-    from conformance.report.repro_links import upstream_links
-
     return Entry(group.id, group.title(), group.kind, group.where, findings.site_in(group), group.classes,
-                 len(group.cells), list(group.checks), links=[list(link) for link in upstream_links(group.id)])
+                 len(group.cells), list(group.checks), links=[list(link) for link in group.threads])
 
 
 def write_one(group: findings.Group, envelopes: list[dict], folder: Path) -> Entry:

@@ -7,13 +7,12 @@ compile check; the packages the check needs besides torch and transformers), the
 (`script`, its source, named `repro.py`; "" when the group has none: then the one-line pytest command that runs
 its cell), the error as observed (the verified script's own exception and message when `entry` was verified, else
 the suite's reason for the cell, unmasked), what was expected (the check's one-line description from the run file), the affected classes and
-checks, and the upstream issues and pull requests the findings already link (`repro_links`). Torch-free.
+checks, and the upstream issues and pull requests the findings already link (`Group.threads`). Torch-free.
 """
 
 from __future__ import annotations
 
 from conformance.report import findings
-from conformance.report.repro_links import upstream_links
 from conformance.report.reproduce import reproducer
 
 SYMPTOMS = {
@@ -96,7 +95,7 @@ def render_issue(group: findings.Group, envelopes: list[dict], script: str = "",
               + ", ".join(f"`{c}` x{n}" for c, n in group.checks.items()) + ".", "",
               ", ".join(group.classes[:CLASS_LIMIT])
               + (f" and {len(group.classes) - CLASS_LIMIT} more" if len(group.classes) > CLASS_LIMIT else "")]
-    links = upstream_links(group.id)
+    links = group.threads
     if links:
         lines += ["", "## Related", "", *(f"- [{text}]({url})" for url, text in links)]
     lines += ["", f"(Found by vlm-conformance, findings group `{group.id}`.)"]

@@ -79,17 +79,22 @@ def findings_command(args) -> int:
 
     from conformance.report import findings
 
+    from conformance.report.upstream_threads import UpstreamFileError
+
     envelopes = [report.load_envelope(run) for run in args.runs]
-    groups = findings.group_failures(envelopes, list(args.runs))
+    links, note = expectation_links(envelopes)
+    if note:
+        print(f"conformance findings: {note}", file=sys.stderr)
+    try:
+        groups = findings.group_failures(envelopes, list(args.runs), links)
+    except UpstreamFileError as exc:
+        raise CliError(f"findings: {exc}") from None
     if args.verify and not args.repro:
         raise CliError("findings: --verify runs the scripts of --repro DIR; name the folder")
     if args.issue:
         return _findings_issue(args, groups, envelopes)
     if args.repro:
         return _findings_repro(args, groups, envelopes)
-    links, note = expectation_links(envelopes)
-    if note:
-        print(f"conformance findings: {note}", file=sys.stderr)
     if args.json:
         ranked = {g.id: (index, u) for index, (g, u) in enumerate(findings.rank(groups, envelopes), 1)}
         text = json.dumps([{"id": g.id, "kind": g.kind, "where": g.where, "by_reason": g.by_reason,

@@ -254,6 +254,7 @@ def test_an_extra_s_job_installs_its_extra_with_the_pins_of_its_version(tmp_path
     (["jobs", "list", "--checks", "nope"], "--checks: unknown check id 'nope'"),
     (["jobs", "run", "--from", "missing.json"], "missing.json: no such file"),
     (["jobs", "publish", "--python", "gate"], "--python: 'gate' is not ENV=PATH"),
+    (["jobs", "run", "--python", "gate=/no/such/python"], "--python: /no/such/python is not a Python interpreter"),
     (["jobs", "publish", "--env", "tf999"], "--env: the job list has no version 'tf999'; it has gate"),
     (["jobs", "run", "--budget", "60"], "--from: the job list holds its selection; --budget is for planning one"),
 ])

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -184,6 +185,9 @@ def _pythons(values: list[str]) -> dict[str, str]:
         env, sep, path = value.partition("=")
         if not sep or not env or not path:
             raise joblists.JobsError(f"--python: {value!r} is not ENV=PATH (e.g. tf523=.venv-tf523/bin/python)")
+        if not os.access(path, os.X_OK) or Path(path).is_dir():
+            raise joblists.JobsError(f"--python: {path} is not a Python interpreter that can be run; pass the venv's "
+                                     f"bin/python (e.g. {env}=.venv-{env}/bin/python)")
         found[env] = path
     return found
 

@@ -4,6 +4,10 @@ Contract: a fresh tiny model's eager prefill forward over the sample (every
 modality the sample carries) runs, the logits are finite, and when the
 sample carries media (pixels, video, audio), changing those values changes
 the logits: proof that the media path ran and its placeholders were consumed.
+In half precision the logits must move in that dtype too; when they do not,
+the reason says the media do not reach the output in this dtype (the path
+may run with an effect below the dtype's resolution: a tiny model whose
+media move its float32 logits by 1e-6 moves its bfloat16 ones by 0).
 Metrics: `parameters`, `max_abs_diff` (how far the perturbed logits moved).
 
 A half-precision cell compares its model with the same model in the same
@@ -46,6 +50,9 @@ def check_build(case: Case) -> dict:
         metrics["max_abs_diff"] = change
         if change == 0.0:
             keys = ", ".join(case.sample.media_keys)
+            if case.dtype in (torch.bfloat16, torch.float16):  # the path may run, its effect rounded away
+                raise ContractViolation(f"changing {keys} does not change the {str(case.dtype).split('.')[-1]} "
+                                        "logits: the media do not reach the output in this dtype", metrics)
             raise ContractViolation(f"changing {keys} does not change the logits: the media path is not used", metrics)
     return metrics
 

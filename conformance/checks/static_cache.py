@@ -131,11 +131,18 @@ def _runs(make_model: Callable[[], torch.nn.Module], inputs: dict, new_tokens: i
     return static, dynamic, (static_held, dynamic_held)
 
 
+def _differing_rows(static: torch.Tensor, dynamic: torch.Tensor) -> torch.Tensor:
+    """Per row (dim 0), whether two token tensors differ anywhere else (a step's tokens, or its codebooks)."""
+    return (static != dynamic).reshape(static.shape[0], -1).any(dim=1)
+
+
 def _first_divergence(static, dynamic) -> int:
-    """The first new token where any row differs (the number of steps when none does)."""
+    """The first new token where any row differs (the number of steps when none does). Sequences are
+    (batch, tokens) or, for models that emit several codebooks a step, (batch, tokens, codebooks)."""
     steps = len(dynamic.scores)
-    differs = (static.sequences[:, -steps:] != dynamic.sequences[:, -steps:]).any(dim=0)
-    return int(differs.nonzero()[0]) if differs.any() else steps
+    new_static, new_dynamic = static.sequences[:, -steps:], dynamic.sequences[:, -steps:]
+    differs = _differing_rows(new_static.transpose(0, 1), new_dynamic.transpose(0, 1))
+    return int(differs.nonzero()[0, 0]) if differs.any() else steps
 
 
 def _worst_agreeing_step(static, dynamic) -> tuple[int, float]:
@@ -196,7 +203,7 @@ def compare_static_dynamic(make_model: Callable[[], torch.nn.Module], inputs: di
         if not found.within:
             if witness:
                 float64_witness(make_model, inputs, new_tokens, metrics)
-            rows = (new_static[:, first] != new_dynamic[:, first]).nonzero().flatten().tolist()
+            rows = _differing_rows(new_static[:, first], new_dynamic[:, first]).nonzero().flatten().tolist()
             raise ContractViolation(
                 f"static cache diverges from the dynamic cache at new token {first} (rows {rows}: static "
                 f"{new_static[rows, first].tolist()} vs dynamic {new_dynamic[rows, first].tolist()}); scores "

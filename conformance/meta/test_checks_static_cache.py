@@ -78,3 +78,24 @@ def test_score_diff_treats_equal_infinities_as_equal():
     a = torch.tensor([[float("-inf"), 1.0, 2.0]])
     b = torch.tensor([[float("-inf"), 1.0, 2.5]])
     assert score_diff(a, b) == 0.5
+
+
+def test_divergence_of_sequences_with_codebooks_is_the_first_differing_step():
+    """A model that emits several codebooks a step (Csm: sequences of (batch, tokens, codebooks)) diverges at
+    the first step whose tokens differ in any row or codebook (was: a harness error in half precision, where
+    such a run first diverged)."""
+    from types import SimpleNamespace
+
+    from conformance.checks.static_cache import _differing_rows, _first_divergence
+
+    prompt = torch.zeros(2, 3, 4, dtype=torch.long)
+    new = torch.arange(2 * 5 * 4).reshape(2, 5, 4)
+    other = new.clone()
+    other[1, 2, 3] += 1
+    run = lambda tokens: SimpleNamespace(sequences=torch.cat([prompt, tokens], dim=1), scores=[None] * 5)  # noqa: E731
+    assert _first_divergence(run(new), run(other)) == 2
+    assert _first_divergence(run(new), run(new.clone())) == 5
+    assert _differing_rows(new[:, 2], other[:, 2]).nonzero().flatten().tolist() == [1]
+    flat = SimpleNamespace(sequences=torch.tensor([[1, 2, 3], [1, 2, 4]]), scores=[None] * 2)
+    assert _first_divergence(flat, SimpleNamespace(sequences=torch.tensor([[1, 2, 3], [1, 5, 4]]),
+                                                   scores=[None] * 2)) == 0

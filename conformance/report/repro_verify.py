@@ -27,10 +27,15 @@ Contracts:
   otherwise `why` names what differs, or that it timed out or ran to the end without failing (never a pass).
 * `verify(entries, groups, folder, timeout, progress, python)` runs every entry's script and records
   `verified`, `seconds`, `observed` and `why` on the entry.
+* `previous_verdicts(folder)` reads the verdicts of a folder's index (with each script's text) before its
+  scripts are written again; `keep_verdicts(entries, folder, previous)` gives an entry whose new script has
+  the same text its old verdict and returns the others (`findings --verify --keep-verified`: a verification
+  spread over several sessions, in the same venv).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -216,3 +221,37 @@ def verify(entries, groups: list[findings.Group], folder: Path, timeout: float =
         entry.verified, entry.why = judge(group, run, entry.check)
         if progress:
             progress(entry)
+
+
+VERDICT_FIELDS = ("verified", "why", "observed", "seconds")
+
+
+def previous_verdicts(folder: Path) -> dict[str, tuple[str, dict]]:
+    """Group id -> (its script's text, its verdict fields) of every verified script of `folder`'s index, read
+    before the scripts are written again; {} when there is no readable index."""
+    from conformance.report import repro
+
+    try:
+        groups = json.loads((folder / repro.INDEX).read_text())["groups"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    found = {}
+    for group in groups:
+        script = folder / (group.get("script") or "")
+        if group.get("verified") is not None and group.get("script") and script.is_file():
+            found[group["group"]] = (script.read_text(), {k: group.get(k) for k in VERDICT_FIELDS})
+    return found
+
+
+def keep_verdicts(entries, folder: Path, previous: dict[str, tuple[str, dict]]) -> list:
+    """The entries whose script was written again with the same text as a verified one: each takes that
+    verdict (the script is what was verified); the others, to verify, are returned."""
+    left = []
+    for entry in entries:
+        old = previous.get(entry.group)
+        if entry.script and old and (folder / entry.script).read_text() == old[0]:
+            for name, value in old[1].items():
+                setattr(entry, name, value)
+        elif entry.script:
+            left.append(entry)
+    return left

@@ -15,7 +15,8 @@
     conformance plan [--changed-files PATH... | --since REF --transformers-repo DIR] [--budget S] [--json]
     conformance flags RUN.json [RUN2.json ...] [--patch [--transformers-repo DIR]] [--check] [-o OUT]
     conformance findings RUN.json [RUN2.json ...] [--group ID] [--json] [-o OUT.md]
-    conformance findings RUN.json [...] --repro DIR [--verify [--python PATH]] [--group ID] [--timeout S]
+    conformance findings RUN.json [...] --repro DIR [--verify [--keep-verified] [--python PATH]] [--group ID]
+                     [--timeout S]
     conformance findings RUN.json [...] --issue ID|top [--repro DIR] [-o OUT.md]
     conformance bench [ARGS...]
     conformance versions [--ci]
@@ -185,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--verify", action="store_true",
                    help="with --repro: run each script alone (the suite not importable) and compare its failure")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S", help="seconds per script with --verify")
+    p.add_argument("--keep-verified", action="store_true",
+                   help="with --verify: keep the verdict of a script of DIR's index whose text is unchanged, and run "
+                        "only the others (a verification resumed in the same venv)")
     p.add_argument("--python", default=sys.executable, metavar="PATH",
                    help="with --verify: the interpreter of a venv without the suite (default: this one, run -I)")
     p.add_argument("--issue", default="", metavar="ID|top",

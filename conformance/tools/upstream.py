@@ -183,12 +183,18 @@ def _findings_repro(args, groups, envelopes) -> int:
                     f" ({entry.seconds:.1f} s)"
         print(f"{entry.group}: {state}", file=sys.stderr, flush=True)
 
+    if args.keep_verified and not args.verify:
+        raise CliError("findings: --keep-verified keeps the verdicts of a --verify run; add --verify")
+    previous = repro_verify.previous_verdicts(folder) if args.keep_verified else {}
     entries = repro.write_repro(groups, envelopes, list(args.runs), folder, only=args.group, progress=said)
     written = [e for e in entries if e.script]
     print(f"wrote {len(written)} script(s) for {len(entries)} upstream group(s) into {folder}")
     if not args.verify:
         return 0
-    repro_verify.verify(entries, groups, folder, timeout=args.timeout, progress=said, python=args.python)
+    left = repro_verify.keep_verdicts(entries, folder, previous) if args.keep_verified else entries
+    if args.keep_verified:
+        print(f"kept {len(written) - len(left)} verdict(s) of unchanged scripts; verifying {len(left)}")
+    repro_verify.verify(left, groups, folder, timeout=args.timeout, progress=said, python=args.python)
     repro.write_index(entries, folder, list(args.runs), envelopes)
     failed = [e for e in written if not e.verified]
     print(f"verified: {len(written) - len(failed)} of {len(written)} script(s) reproduce "

@@ -21,8 +21,8 @@ CONFIG = Dots3NoteConfig(
         n_routed_experts=4, kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=8,
         num_experts_per_tok=2, pad_token_id=251, bos_token_id=250, eos_token_id=253,
         rope_parameters={
-            'sliding_attention': {'rope_type': 'default', 'rope_theta': 50000.0, 'partial_rotary_factor': 0.5},
             'indexed_attention': {'rope_type': 'default', 'rope_theta': 80000000.0, 'partial_rotary_factor': 0.5},
+            'sliding_attention': {'rope_type': 'default', 'rope_theta': 50000.0, 'partial_rotary_factor': 0.5},
         },
         mlp_layer_types=['dense', 'sparse'], index_head_dim=16, index_n_heads=4, head_dim=16,
         layer_types=['indexed_attention', 'sliding_attention'], shared_experts_intermediate_size=128,

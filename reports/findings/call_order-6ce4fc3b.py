@@ -1,37 +1,37 @@
 """[torch.compile] compile verdict depends on an earlier eager call at
-transformers.utils.output_capturing:maybe_install_capturing_hooks: QianfanOCRForConditionalGeneration
+transformers.utils.output_capturing:maybe_install_capturing_hooks: AyaVisionForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python call_order-6ce4fc3b.py
 The suite saw: call order changes the verdict: compiled before any eager call: fullgraph compile failed:
 Unsupported: Unsupported context manager: Dynamo does not know how to enter a `lock` context manager. (at ...
-Shared by 8 class(es), 16 cell(s) of 2 check(s) (index.json lists them).
+Shared by 10 class(es), 18 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch
-from transformers import QianfanOCRConfig, QianfanOCRForConditionalGeneration, QianfanOCRVisionConfig, Qwen3Config
+from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, Cohere2Config, SiglipVisionConfig
 
-CONFIG = QianfanOCRConfig(
-    vision_config=QianfanOCRVisionConfig(hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128),
-    text_config=Qwen3Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, head_dim=16, max_window_layers=2,
-        layer_types=['full_attention', 'full_attention']),
-    image_token_id=255)
+CONFIG = AyaVisionConfig(
+    vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8, vision_use_head=False),
+    text_config=Cohere2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
+        layer_types=['sliding_attention', 'full_attention'], head_dim=16),
+    image_token_index=255)
 BACKEND = 'eager'
 
 
 def tiny_model():
     torch.manual_seed(0)
-    return QianfanOCRForConditionalGeneration(CONFIG).eval()
+    return AyaVisionForConditionalGeneration(CONFIG).eval()
 
 
 # The inputs compile_prefill fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
-    'input_ids': torch.tensor([[0, 0, 0, 113, 47, 149, 159, 9] + [255] * 256 + [102, 167, 77, 96], [0, 0, 0, 198, 145,
-        143, 105] + [255] * 256 + [33, 96, 93, 11, 82]], dtype=torch.int64),
-    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 265, [0, 0, 0] + [1] * 265], dtype=torch.int64),
-    'pixel_values': torch.randn((2, 3, 448, 448), generator=g, dtype=torch.float32),
+    'input_ids': torch.tensor([[0, 0, 1, 2, 3, 4, 6, 252, 248] + [255] * 4 + [251, 7, 8, 9, 10], list(range(11,
+        17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0] + [1] * 16, [1] * 18], dtype=torch.int64),
+    'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
 }
 
 def logits_of(output):

@@ -1,5 +1,5 @@
 """[torch.compile] data-dependent guard at transformers.models.nllb_moe.modeling_nllb_moe:NllbMoeExperts.forward:
-NllbMoeForConditionalGeneration (compile_decode).
+NllbMoeForConditionalGeneration (compile_decode, backend inductor).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-1e4062a3.py
 The suite saw: generate with a StaticCache and compiled decode failed: UserError: Consider annotating your code
@@ -14,7 +14,7 @@ from transformers.generation.configuration_utils import CompileConfig
 CONFIG = NllbMoeConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, encoder_attention_heads=4,
     decoder_layers=2, decoder_ffn_dim=128, decoder_attention_heads=4, d_model=64, num_experts=4,
     decoder_sparse_step=1)
-BACKEND = 'eager'
+BACKEND = 'inductor'
 NEW_TOKENS = 5
 
 

@@ -1,20 +1,20 @@
 """[torch.export] data-dependent guard at transformers.image_processing_utils:select_best_resolution:
-LlavaNextForConditionalGeneration (export_forward).
+LlavaNextForConditionalGeneration:llava-next-mistral (export_forward).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-320b65b2.py
 The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression (IntTrueDiv(32, u0)) < (IntTrueDiv(64, u1)) (unhinted: (IntTrueDiv(32, u0)) < (IntTrueDiv(64, u1))) ...
-Shared by 3 class(es), 21 cell(s) of 9 check(s) (index.json lists them).
+Shared by 5 class(es), 29 cell(s) of 9 check(s) (index.json lists them).
 """
 
 import torch
-from transformers import CLIPVisionConfig, LlamaConfig, LlavaNextConfig, LlavaNextForConditionalGeneration
+from transformers import CLIPVisionConfig, LlavaNextConfig, LlavaNextForConditionalGeneration, MistralConfig
 
 CONFIG = LlavaNextConfig(
     vision_config=CLIPVisionConfig(hidden_size=64, intermediate_size=128, projection_dim=64, num_hidden_layers=2,
         num_attention_heads=4, image_size=32, patch_size=8, vocab_size=256),
-    text_config=LlamaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, head_dim=16),
+    text_config=MistralConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, sliding_window=None),
     image_token_index=255, image_grid_pinpoints=[[32, 64], [64, 32], [64, 64], [96, 32], [32, 96]])
 CONSTANTS = {'use_cache': False}
 

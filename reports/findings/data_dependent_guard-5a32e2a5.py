@@ -1,9 +1,9 @@
-"""[torch.export] data-dependent guard at transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward:
-Qwen2VLForConditionalGeneration (export_forward).
+"""[torch.compile] data-dependent guard at transformers.models.qwen2_vl.modeling_qwen2_vl:VisionAttention.forward:
+Qwen2VLForConditionalGeneration (compile_dynamic).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-5a32e2a5.py
-The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not guard on data-dependent
-expression Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at ...
+The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at transformers/models/qwen2_vl/modeling_qwen2_vl.py ...
 Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
@@ -18,7 +18,8 @@ CONFIG = Qwen2VLConfig(
         bos_token_id=250, eos_token_id=251),
     vision_config=Qwen2VLVisionConfig(depth=2, embed_dim=64, hidden_size=64, num_heads=4, patch_size=8),
     image_token_id=254, video_token_id=255, vision_start_token_id=252, vision_end_token_id=253)
-CONSTANTS = {'use_cache': False}
+BACKEND = 'eager'
+MARKED = {'attention_mask': [1], 'input_ids': [1], 'mm_token_type_ids': [1]}
 
 
 def tiny_model():
@@ -26,7 +27,7 @@ def tiny_model():
     return Qwen2VLForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs compile_dynamic fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 0, 154, 175, 161, 48, 73, 252] + [254] * 4 + [253, 132, 54, 43, 99], [0, 0, 0, 13,
@@ -37,5 +38,11 @@ inputs = {
     'mm_token_type_ids': torch.tensor([[0] * 9 + [1] * 4 + [0] * 5, [0] * 8 + [1] * 4 + [0] * 6], dtype=torch.int64),
 }
 
+for name, dims in MARKED.items():  # the prompt axis of every sequence-aligned input
+    for value in inputs[name] if isinstance(inputs[name], (list, tuple)) else [inputs[name]]:
+        for dim in dims:
+            torch._dynamo.mark_dynamic(value, dim)
+model = tiny_model()
+compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
 with torch.no_grad():
-    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=False)
+    compiled(**inputs)  # before any eager call, the prompt length dynamic

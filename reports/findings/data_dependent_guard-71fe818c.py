@@ -1,5 +1,5 @@
 """[torch.compile] data-dependent guard at transformers.models.led.modeling_led:LEDLearnedPositionalEmbedding.forward:
-LEDForConditionalGeneration (compile_decode).
+LEDForConditionalGeneration (compile_decode, backend inductor).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-71fe818c.py
 The suite saw: generate with a StaticCache and compiled decode failed: InternalTorchDynamoError:
@@ -13,7 +13,7 @@ from transformers.generation.configuration_utils import CompileConfig
 
 CONFIG = LEDConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, encoder_attention_heads=4,
     decoder_layers=2, decoder_ffn_dim=128, decoder_attention_heads=4, d_model=64, attention_window=[512, 512])
-BACKEND = 'eager'
+BACKEND = 'inductor'
 NEW_TOKENS = 5
 
 

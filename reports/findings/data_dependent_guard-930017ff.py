@@ -1,9 +1,9 @@
-"""[torch.export] data-dependent guard at
+"""[torch.compile] data-dependent guard at
 transformers.models.paddleocr_vl.modeling_paddleocr_vl:PaddleOCRVisionAttention.forward:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-930017ff.py
-The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
-Could not guard on data-dependent expression Eq(u12, 0) (unhinted: Eq(u12, 0)). (Size-like symbols: u12) (at ...
+The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+Eq(u12, 0) (unhinted: Eq(u12, 0)). (Size-like symbols: u12) (at ...
 Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
@@ -18,7 +18,8 @@ CONFIG = PaddleOCRVLConfig(
     vision_config=PaddleOCRVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, image_size=32, patch_size=8),
     image_token_id=252, video_token_id=253, vision_start_token_id=254, vision_end_token_id=255)
-CONSTANTS = {'use_cache': False}
+BACKEND = 'eager'
+MARKED = {'attention_mask': [1], 'input_ids': [1], 'mm_token_type_ids': [1]}
 
 
 def tiny_model():
@@ -26,7 +27,7 @@ def tiny_model():
     return PaddleOCRVLForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward_strict fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs compile_dynamic fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 3, 4, 5, 6, 7, 252, 8, 9, 10, 11], list(range(12, 18)) + [252, 18, 19, 20, 21,
@@ -37,5 +38,11 @@ inputs = {
     'image_grid_thw': torch.tensor([[1, 2, 2], [1, 2, 2]], dtype=torch.int64),
 }
 
+for name, dims in MARKED.items():  # the prompt axis of every sequence-aligned input
+    for value in inputs[name] if isinstance(inputs[name], (list, tuple)) else [inputs[name]]:
+        for dim in dims:
+            torch._dynamo.mark_dynamic(value, dim)
+model = tiny_model()
+compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
 with torch.no_grad():
-    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=True)
+    compiled(**inputs)  # before any eager call, the prompt length dynamic

@@ -1,15 +1,18 @@
 """[torch.export] data-dependent guard at transformers.vision_utils:get_vision_nearest_position_ids:
-MiniCPMV4_7ForConditionalGeneration (export_forward).
+MiniCPMV4_7ForConditionalGeneration (export_dynamic).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-9723fdd7.py
-The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not extract specialized integer
-from data-dependent expression u0 (unhinted: u0). (Size-like symbols: none) (at transformers/vision_utils.py:350)
+The suite saw: torch.export.export(strict=False) with attention_mask dim 1, input_ids dim 1, mm_token_type_ids dim 1
+dynamic: GuardOnDataDependentSymNode: Could not extract specialized integer from data-dependent expression u0 ...
 Shared by 3 class(es), 27 cell(s) of 9 check(s) (index.json lists them).
 """
+
+import inspect
 
 import torch
 from transformers import (MiniCPMV4_7Config, MiniCPMV4_7ForConditionalGeneration, MiniCPMV4_7VisionConfig,
     Qwen3_5TextConfig)
+from torch.export import Dim
 
 CONFIG = MiniCPMV4_7Config(
     text_config=Qwen3_5TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -22,6 +25,7 @@ CONFIG = MiniCPMV4_7Config(
         num_attention_heads=4, image_size=32, patch_size=8),
     image_size=32, image_token_id=255, video_token_id=254, patch_size=8)
 CONSTANTS = {'use_cache': False}
+DYNAMIC = {'attention_mask': [1], 'input_ids': [1], 'mm_token_type_ids': [1]}
 
 
 def tiny_model():
@@ -29,7 +33,7 @@ def tiny_model():
     return MiniCPMV4_7ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs export_dynamic fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 0, 117, 92, 148, 160, 110, 255, 198, 103, 40, 116], [0, 0, 119, 119, 88, 144, 255,
@@ -40,5 +44,48 @@ inputs = {
     'mm_token_type_ids': torch.tensor([[0] * 8 + [1] + [0] * 4, [0] * 6 + [1, 1] + [0] * 5], dtype=torch.int64),
 }
 
+def logits_of(output):
+    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) and "logits" in output:
+        return output["logits"]
+    if isinstance(getattr(output, "logits", None), torch.Tensor):
+        return output.logits
+    if isinstance(output, dict):
+        for key, value in output.items():
+            if key.startswith("logits") and isinstance(value, torch.Tensor):
+                return value
+    return output[0]
+
+
+class LogitsModule(torch.nn.Module):
+    """`forward(**tensors)` -> the logits of `model(**tensors, **constants)`: the module exported."""
+
+    def __init__(self, model, constants):
+        super().__init__()
+        self.model = model
+        self.constants = constants
+
+    def forward(self, **tensors):
+        return logits_of(self.model(**tensors, **self.constants))
+
+
+class NamedLogitsModule(LogitsModule):
+    """`LogitsModule` whose forward names its tensor inputs (for a dynamic_shapes spec by name)."""
+
+    def __init__(self, model, names, constants):
+        super().__init__(model, constants)
+
+        def forward(**tensors):
+            return LogitsModule.forward(self, **tensors)
+
+        forward.__signature__ = inspect.Signature(
+            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in names])
+        self.forward = forward
+
+
+shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}
+module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)
 with torch.no_grad():
-    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=False)
+    torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)

@@ -1,11 +1,15 @@
-"""[torch.export] data-dependent guard at transformers.models.qwen3_asr.modeling_qwen3_asr:get_audio_cu_seqlens:
-Qwen3ASRForConditionalGeneration (export_forward).
+"""[ONNX] data-dependent guard at transformers.models.qwen3_asr.modeling_qwen3_asr:get_audio_cu_seqlens:
+Qwen3ASRForConditionalGeneration (export_onnx).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-9cf5c128.py
-The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not extract specialized integer
-from data-dependent expression u1 (unhinted: u1). (Size-like symbols: none) (at ...
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32); needs onnxruntime too. Run: python
+data_dependent_guard-9cf5c128.py
+The suite saw: export (transformers.exporters.OnnxExporter): GuardOnDataDependentSymNode: Could not extract
+specialized integer from data-dependent expression u1 (unhinted: u1). (Size-like symbols: none) (at ...
 Shared by 1 class(es), 12 cell(s) of 12 check(s) (index.json lists them).
 """
+
+import os
+import tempfile
 
 import torch
 from transformers import Qwen3ASRConfig, Qwen3ASREncoderConfig, Qwen3ASRForConditionalGeneration, Qwen3Config
@@ -25,7 +29,7 @@ def tiny_model():
     return Qwen3ASRForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward fed: token ids literal; input_features seeded random of the recorded shape.
+# The inputs export_onnx fed: token ids literal; input_features seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[253, 253, 253, 130, 168, 51, 60, 6] + [254] * 728 + [64, 111, 24, 190], [253, 253, 253,
@@ -35,5 +39,37 @@ inputs = {
     'input_features_mask': torch.full((2, 100), 1, dtype=torch.int64),
 }
 
-with torch.no_grad():
-    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=False)
+
+def leaf_feed(kwargs):
+    """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
+    feed = {}
+
+    def walk(value, prefix):
+        if isinstance(value, torch.Tensor):
+            feed[prefix] = value
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                walk(item, f"{prefix}.{index}")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{prefix}.{key}")
+
+    for key, value in kwargs.items():
+        walk(value, key)
+    return feed
+
+
+def onnx_export(module, kwargs, path):
+    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter; the feed (input
+    name -> tensor) the graph was traced with."""
+    from transformers.exporters import OnnxConfig, OnnxExporter
+
+    with torch.no_grad():
+        exported = OnnxExporter().export(module, kwargs, OnnxConfig())  # adds the inputs it precomputes
+        OnnxExporter.save_program(exported.program, path)
+    return leaf_feed(kwargs)
+
+
+model = tiny_model()
+folder = tempfile.mkdtemp()
+feed = onnx_export(model, {**inputs, **CONSTANTS}, os.path.join(folder, "model.onnx"))

@@ -1,5 +1,5 @@
 """[torch.export] data-dependent guard at
-transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward: Qwen3VLForConditionalGeneration
+transformers.models.qwen3_vl.modeling_qwen3_vl:Qwen3VLVisionAttention.forward: Cosmos3OmniForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-eedb4178.py
 The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
@@ -10,9 +10,10 @@ Shared by 2 class(es), 18 cell(s) of 9 check(s) (index.json lists them).
 import inspect
 
 import torch
-from transformers import Qwen3VLConfig, Qwen3VLForConditionalGeneration, Qwen3VLTextConfig, Qwen3VLVisionConfig
+from transformers import (Cosmos3OmniConfig, Cosmos3OmniForConditionalGeneration, Qwen3VLTextConfig,
+    Qwen3VLVisionConfig)
 
-CONFIG = Qwen3VLConfig(
+CONFIG = Cosmos3OmniConfig(
     text_config=Qwen3VLTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, head_dim=16,
         rope_parameters={'rope_theta': 500000.0, 'rope_type': 'default', 'mrope_section': [2, 3, 3]}),
@@ -27,7 +28,7 @@ HEAD_DIM = 16
 
 def tiny_model():
     torch.manual_seed(0)
-    return Qwen3VLForConditionalGeneration(CONFIG).eval()
+    return Cosmos3OmniForConditionalGeneration(CONFIG).eval()
 
 
 # The inputs export_static_cache fed: token ids literal; pixel_values seeded random of the recorded shape.

@@ -1,9 +1,9 @@
-"""[torch.export] data-dependent guard at transformers.models.lfm3_vl.modeling_lfm3_vl:Lfm3VlVisionAttention.forward:
-Lfm3VlForConditionalGeneration (export_forward_strict).
+"""[torch.compile] data-dependent guard at transformers.models.lfm3_vl.modeling_lfm3_vl:Lfm3VlVisionAttention.forward:
+Lfm3VlForConditionalGeneration (compile_dynamic).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-f5866142.py
-The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
-Could not guard on data-dependent expression Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at ...
+The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
+Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at transformers/models/lfm3_vl/modeling_lfm3_vl.py:2 ...
 Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
@@ -18,7 +18,8 @@ CONFIG = Lfm3VlConfig(
         layer_types=['conv', 'full_attention'], head_dim=16),
     image_token_id=255, video_token_id=254, vision_start_token_id=252, vision_end_token_id=253,
     projector_hidden_size=256)
-CONSTANTS = {'use_cache': False}
+BACKEND = 'eager'
+MARKED = {'attention_mask': [1], 'input_ids': [1]}
 
 
 def tiny_model():
@@ -26,7 +27,7 @@ def tiny_model():
     return Lfm3VlForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward_strict fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs compile_dynamic fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[249, 249, 249, 154, 175, 161, 48, 73, 252] + [255] * 4 + [253, 132, 54, 43, 99], [249,
@@ -36,5 +37,11 @@ inputs = {
     'image_grid_thw': torch.tensor([[1, 4, 4], [1, 4, 4]], dtype=torch.int64),
 }
 
+for name, dims in MARKED.items():  # the prompt axis of every sequence-aligned input
+    for value in inputs[name] if isinstance(inputs[name], (list, tuple)) else [inputs[name]]:
+        for dim in dims:
+            torch._dynamo.mark_dynamic(value, dim)
+model = tiny_model()
+compiled = torch.compile(model, fullgraph=True, backend=BACKEND)
 with torch.no_grad():
-    torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=True)
+    compiled(**inputs)  # before any eager call, the prompt length dynamic

@@ -1,4 +1,4 @@
-"""[legacy cache] raises at transformers.cache_utils:Cache.get_conv_state: Inkling2ForConditionalGeneration
+"""[legacy cache] raises at transformers.cache_utils:Cache.get_conv_state: Inkling2LoopForConditionalGeneration
 (legacy_cache).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-48ac7646.py
@@ -8,10 +8,11 @@ Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch
-from transformers import Inkling2Config, Inkling2ForConditionalGeneration, Inkling2TextConfig, Inkling2VisionConfig
+from transformers import (Inkling2LoopConfig, Inkling2LoopForConditionalGeneration, Inkling2LoopTextConfig,
+    Inkling2VisionConfig)
 
-CONFIG = Inkling2Config(
-    text_config=Inkling2TextConfig(vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
+CONFIG = Inkling2LoopConfig(
+    text_config=Inkling2LoopTextConfig(vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
         swa_num_key_value_heads=2, swa_head_dim=16, layer_types=['hybrid_sliding', 'hybrid'],
         moe_intermediate_size=128, n_routed_experts=4, num_experts_per_tok=2, eos_token_id=254),
@@ -26,7 +27,7 @@ EXTRA = {'next_sequence_length': 1, 'is_first_iteration': False}
 
 def tiny_model():
     torch.manual_seed(0)
-    return Inkling2ForConditionalGeneration(CONFIG).eval()
+    return Inkling2LoopForConditionalGeneration(CONFIG).eval()
 
 
 def sample_inputs():

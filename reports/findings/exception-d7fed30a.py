@@ -1,4 +1,4 @@
-"""[legacy cache] raises at transformers.cache_utils:Cache.update_indexer: Dots3NoteForConditionalGeneration
+"""[legacy cache] raises at transformers.cache_utils:Cache.update_indexer: MistralLarge4ForConditionalGeneration
 (legacy_cache).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-d7fed30a.py
@@ -8,28 +8,18 @@ Shared by 3 class(es), 3 cell(s) of 1 check(s) (index.json lists them).
 """
 
 import torch
-from transformers import (Dots3NoteAudioConfig, Dots3NoteConfig, Dots3NoteForConditionalGeneration, Dots3NoteTextConfig,
-    Dots3NoteVisionConfig)
+from transformers import (MistralLarge4Config, MistralLarge4ForConditionalGeneration, MistralLarge4TextConfig,
+    PixtralVisionConfig)
 
-CONFIG = Dots3NoteConfig(
-    text_config=Dots3NoteTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
+CONFIG = MistralLarge4Config(
+    vision_config=PixtralVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8, hidden_act='silu', head_dim=16),
+    text_config=MistralLarge4TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
         moe_intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4,
-        n_routed_experts=4, kv_lora_rank=32, q_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=8,
-        num_experts_per_tok=2, pad_token_id=251, bos_token_id=250, eos_token_id=253,
-        rope_parameters={
-            'indexed_attention': {'rope_type': 'default', 'rope_theta': 80000000.0, 'partial_rotary_factor': 0.5},
-            'sliding_attention': {'rope_type': 'default', 'rope_theta': 50000.0, 'partial_rotary_factor': 0.5},
-        },
-        mlp_layer_types=['dense', 'sparse'], index_head_dim=16, index_n_heads=4, head_dim=16,
-        layer_types=['indexed_attention', 'sliding_attention'], shared_experts_intermediate_size=128,
-        per_layer_config={}),
-    vision_config=Dots3NoteVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, patch_size=8, moe_intermediate_size=128, mlp_layer_types=['dense', 'sparse'],
-        num_local_experts=4, adapter_in_dim=64, adapter_out_dim=64, per_layer_config={}),
-    audio_config=Dots3NoteAudioConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, downsample_hidden_size=64, head_dim=16, adapter_input_size=64,
-        adapter_out_dim=64, conv_output_size=7680),
-    image_token_id=252, video_token_id=254, audio_token_id=255)
+        n_routed_experts=4, kv_lora_rank=32, qk_rope_head_dim=8, v_head_dim=16, qk_nope_head_dim=8,
+        num_experts_per_tok=2, mlp_layer_types=['dense', 'sparse'], index_head_dim=16, index_n_heads=4, head_dim=8,
+        layer_types=['indexed_attention', 'indexed_attention'], indexer_types=['full', 'full'],
+        no_rope_layers=[1, 0], kv_source_layers=[0, 1], qk_head_dim=16))
 IDS = 'input_ids'
 CACHE = 'cache'
 DECODE_STEPS = 2
@@ -38,18 +28,18 @@ EXTRA = {'next_sequence_length': 1, 'is_first_iteration': False}
 
 def tiny_model():
     torch.manual_seed(0)
-    return Dots3NoteForConditionalGeneration(CONFIG).eval()
+    return MistralLarge4ForConditionalGeneration(CONFIG).eval()
 
 
 def sample_inputs():
     """The inputs legacy_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
     return {
-        'input_ids': torch.tensor([[251, 251, 251, 66, 10, 187, 194, 174] + [252] * 4 + [108, 164, 68, 44], [251, 251,
-            251, 153, 99, 85, 52] + [252] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
+        'input_ids': torch.tensor([[0, 0, 0, 28, 105, 156, 157, 44] + [10] * 4 + [84, 28, 109, 75], [0, 0, 0, 76, 195,
+            180, 38] + [10] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
-        'pixel_values': torch.randn((32, 192), generator=g, dtype=torch.float32),
-        'image_grid_thw': torch.tensor([[1, 4, 4], [1, 4, 4]], dtype=torch.int64),
+        'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+        'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
         'position_ids': torch.tensor([[0] * 4 + list(range(1, 13)), [0] * 4 + list(range(1, 13))], dtype=torch.int64),
     }
 

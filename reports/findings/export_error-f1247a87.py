@@ -1,5 +1,5 @@
 """[torch.export] export fails at torch._export.serde.serialize:GraphModuleSerializer.serialize_graph:
-MoonshineStreamingForConditionalGeneration (export_forward).
+UnlimitedOcrForConditionalGeneration (export_forward).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-f1247a87.py
 The suite saw: torch.export.save: SerializeError: Failed serializing node flat_apply in graph: %flat_apply :
@@ -11,14 +11,21 @@ import os
 import tempfile
 
 import torch
-from transformers import (MoonshineStreamingConfig, MoonshineStreamingEncoderConfig,
-    MoonshineStreamingForConditionalGeneration)
+from transformers import (UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration, UnlimitedOcrSamVisionConfig,
+    UnlimitedOcrTextConfig, UnlimitedOcrVisionConfig, UnlimitedOcrVisionEncoderConfig)
 
-CONFIG = MoonshineStreamingConfig(
-    encoder_config=MoonshineStreamingEncoderConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, sliding_windows=[[16, 4], [16, 4]], head_dim=16),
-    vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4, head_dim=16,
-    num_key_value_heads=4)
+CONFIG = UnlimitedOcrConfig(
+    vision_config=UnlimitedOcrVisionConfig(
+        sam_config=UnlimitedOcrSamVisionConfig(hidden_size=64, output_channels=64, num_hidden_layers=2,
+            num_attention_heads=4, image_size=32, patch_size=8, initializer_range=0.02, global_attn_indexes=[0, 1],
+            mlp_dim=128, downsample_channels=[64, 64]),
+        encoder_config=UnlimitedOcrVisionEncoderConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, image_size=32, patch_size=8)),
+    text_config=UnlimitedOcrTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, n_routed_experts=4, n_shared_experts=1,
+        num_experts_per_tok=2, moe_intermediate_size=128, mlp_layer_types=['dense', 'sparse'],
+        layer_types=['reference_sliding_attention', 'reference_sliding_attention']),
+    image_token_id=255)
 CONSTANTS = {'use_cache': False}
 ATOL = 0.0001
 RTOL = 1.3e-06
@@ -26,15 +33,16 @@ RTOL = 1.3e-06
 
 def tiny_model():
     torch.manual_seed(0)
-    return MoonshineStreamingForConditionalGeneration(CONFIG).eval()
+    return UnlimitedOcrForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs export_forward fed: token ids literal; input_values seeded random of the recorded shape.
+# The inputs export_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
-    'input_values': torch.randn((2, 3200), generator=g, dtype=torch.float32),
-    'attention_mask': torch.full((2, 3200), 1, dtype=torch.int64),
-    'decoder_input_ids': torch.tensor([[0, 157, 100], [0, 104, 128]], dtype=torch.int64),
+    'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174, 255, 255, 255, 108, 164, 68, 44], [0, 0, 0, 153, 99, 85,
+        52, 255, 255, 255, 6, 151, 56, 186, 77]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 12, [0, 0, 0] + [1] * 12], dtype=torch.int64),
+    'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
 }
 
 def logits_of(output):

@@ -23,7 +23,7 @@ CONFIG = GlmImageConfig(
         intermediate_size=128),
     vq_config=GlmImageVQVAEConfig(embed_dim=64, num_embeddings=64, latent_channels=64), image_token_id=255,
     image_start_token_id=64, image_end_token_id=65)
-BACKEND = 'eager'
+BACKEND = 'inductor'
 NEW_TOKENS = 5
 
 

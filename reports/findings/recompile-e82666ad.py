@@ -1,27 +1,27 @@
 """[torch.compile] recompiles every decode step at kwargs['cache'].layers[#].cumulative_length_int == # @
-transformers.cache_utils:StaticSlidingWindowLayer.update: Cohere2VisionForConditionalGeneration (compile_decode).
+transformers.cache_utils:StaticSlidingWindowLayer.update: AyaVisionForConditionalGeneration (compile_decode).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-e82666ad.py
 The suite saw: decode step recompiled after the first step; failed guard:
-kwargs['cache'].layers[0].cumulative_length_int == 16 (at transformers/cache_utils.py:566 in update)
-Shared by 10 class(es), 20 cell(s) of 2 check(s) (index.json lists them).
+kwargs['cache'].layers[0].cumulative_length_int == 18 (at transformers/cache_utils.py:566 in update)
+Shared by 11 class(es), 21 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import inspect
 
 import torch
-from transformers import (Cohere2Config, Cohere2VisionConfig, Cohere2VisionForConditionalGeneration, SiglipVisionConfig)
+from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, Cohere2Config, SiglipVisionConfig
 from torch._dynamo.utils import counters, guard_failures
 from transformers import LogitsProcessorList
 from transformers.generation.configuration_utils import CompileConfig
 
-CONFIG = Cohere2VisionConfig(
+CONFIG = AyaVisionConfig(
     vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, image_size=32, patch_size=8),
+        num_attention_heads=4, image_size=32, patch_size=8, vision_use_head=False),
     text_config=Cohere2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
         layer_types=['sliding_attention', 'full_attention'], head_dim=16),
-    image_token_id=255, alignment_intermediate_size=128)
+    image_token_index=255)
 BACKEND = 'eager'
 ATOL = 1e-05
 RTOL = 1.3e-06
@@ -31,7 +31,7 @@ NEW_TOKENS = 5
 def tiny_model():
     """A fresh tiny model as the suite builds it: seed 0, weights left all zero get small random values."""
     torch.manual_seed(0)
-    model = Cohere2VisionForConditionalGeneration(CONFIG)
+    model = AyaVisionForConditionalGeneration(CONFIG)
     with torch.no_grad():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
@@ -42,10 +42,10 @@ def tiny_model():
 # The inputs compile_decode fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
-    'input_ids': torch.tensor([[0, 0, 0, 28, 105, 156, 157, 44] + [255] * 4 + [84, 28, 109, 75], [0, 0, 0, 76, 195, 180,
-        38] + [255] * 4 + [46, 36, 85, 58, 169]], dtype=torch.int64),
-    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
-    'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+    'input_ids': torch.tensor([[0, 0, 1, 2, 3, 4, 6, 252, 248] + [255] * 4 + [251, 7, 8, 9, 10], list(range(11,
+        17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]], dtype=torch.int64),
+    'attention_mask': torch.tensor([[0, 0] + [1] * 16, [1] * 18], dtype=torch.int64),
+    'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
 }
 
 def close(actual, expected, atol, rtol):
@@ -99,7 +99,7 @@ def greedy(model, inputs, new_tokens, **extra):
 
 eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)
 model = tiny_model()
-cache = static_cache(model.config.get_text_config(decoder=True), 16 + NEW_TOKENS,
+cache = static_cache(model.config.get_text_config(decoder=True), 18 + NEW_TOKENS,
     2)  # what generate makes for a static cache
 config = CompileConfig(fullgraph=True, backend=BACKEND, mode=None)
 config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise

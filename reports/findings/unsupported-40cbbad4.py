@@ -1,5 +1,5 @@
 """[torch.export] unsupported construct at transformers.utils.generic:can_return_tuple.<locals>.wrapper:
-Blip2ForConditionalGeneration (export_static_cache).
+InstructBlipForConditionalGeneration (export_static_cache).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-40cbbad4.py
 The suite saw: decode program: torch.export.export(strict=True): Unsupported: failed to bind arguments when
@@ -10,16 +10,17 @@ Shared by 3 class(es), 3 cell(s) of 1 check(s) (index.json lists them).
 import inspect
 
 import torch
-from transformers import (Blip2Config, Blip2ForConditionalGeneration, Blip2QFormerConfig, Blip2VisionConfig, OPTConfig)
+from transformers import (InstructBlipConfig, InstructBlipForConditionalGeneration, InstructBlipQFormerConfig,
+    InstructBlipVisionConfig, OPTConfig)
 
-CONFIG = Blip2Config(
-    vision_config=Blip2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+CONFIG = InstructBlipConfig(
+    vision_config=InstructBlipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, image_size=32, patch_size=8, initializer_range=0.02),
-    qformer_config=Blip2QFormerConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=128, encoder_hidden_size=64),
+    qformer_config=InstructBlipQFormerConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, intermediate_size=128, encoder_hidden_size=64),
     text_config=OPTConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, ffn_dim=128, word_embed_proj_dim=64,
         num_attention_heads=4),
-    image_text_hidden_size=64, image_token_index=255)
+    image_token_index=255)
 CONSTANTS = {}
 MAX_LEN = 50
 HEADS = 4
@@ -28,15 +29,17 @@ HEAD_DIM = 16
 
 def tiny_model():
     torch.manual_seed(0)
-    return Blip2ForConditionalGeneration(CONFIG).eval()
+    return InstructBlipForConditionalGeneration(CONFIG).eval()
 
 
 # The inputs export_static_cache fed: token ids literal; pixel_values seeded random of the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
-    'input_ids': torch.tensor([[1, 1, 1, 66, 10, 187, 194, 174] + [255] * 32 + [108, 164, 68, 44], [1, 1, 1, 153, 99,
-        85, 52] + [255] * 32 + [6, 151, 56, 186, 77]], dtype=torch.int64),
+    'input_ids': torch.tensor([[1, 1, 1, 44, 153, 99, 85, 52] + [255] * 32 + [6, 151, 56, 186], [1, 1, 1, 77, 83, 16,
+        105] + [255] * 32 + [69, 173, 110, 178, 110]], dtype=torch.int64),
     'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
+    'qformer_input_ids': torch.tensor([[46, 75, 85, 82], [90, 43, 68, 45]], dtype=torch.int64),
+    'qformer_attention_mask': torch.full((2, 4), 1, dtype=torch.int64),
     'attention_mask': torch.tensor([[0, 0, 0] + [1] * 41, [0, 0, 0] + [1] * 41], dtype=torch.int64),
 }
 

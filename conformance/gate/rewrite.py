@@ -13,7 +13,11 @@ the points are written back in the grammar of `conformance.gate.expectations`:
   points;
 * where it holds becomes as few tables as merging the points key by key
   gives (``{ backend = ["eager", "inductor"] }``, a list where no one table
-  says it), each written relative to the file's ``[conditions]``;
+  says it), each written relative to the file's ``[conditions]``; where
+  merging in the keys' order leaves a table the grammar cannot write, the
+  fewest tables of another order that it can (a float32 entry with a
+  ``torch = "2.14"`` override that a bfloat16 run on 2.13 widens: every
+  torch in float32, and bfloat16 on 2.13);
 * every other expectation becomes a ``[[cell.when]]`` naming only what
   differs, under the fewest keys that still tell its points apart.
 
@@ -67,12 +71,12 @@ def recorded(file_conditions: dict, entry: Expectation | None, run: dict, value:
         if "fingerprint" in changes and changes["fingerprint"] is None:
             raise ExpectationsError(f"{where}: the run recorded no fingerprint, which a [[cell.when]] cannot say; "
                                     "rerun the cell with this suite (it records one)")
-        for product in _products([combo for combo, _ in group], keys):
+        for product in _products([combo for combo, _ in group], keys, domain):
             conditions = _narrowest(_table(product, keys, domain, where), set(given), keys)
             overrides.append(Override(conditions, changes))
     own = [{key: wanted for key, wanted in _table(product, keys, domain, where).items()
             if key not in file_conditions or set(values(file_conditions[key])) != set(values(wanted))}
-           for product in _products(list(given), keys)]
+           for product in _products(list(given), keys, domain)]
     return replace(base, conditions=own[0] if len(own) == 1 else own, overrides=tuple(overrides))
 
 
@@ -107,19 +111,36 @@ def _base(entry: Expectation | None, given: dict, keys: list, file_conditions: d
     return max(_by_value(given).values(), key=len)[0][1]
 
 
-def _products(points: list, keys: list) -> list[list[set]]:
-    """`points` (value tuples over `keys`) as few disjoint products as merging them key by key gives."""
+def _products(points: list, keys: list, domain: dict) -> list[list[set]]:
+    """`points` (value tuples over `keys`) as few disjoint products as merging them key by key gives, in the
+    keys' order; where that order leaves a product the grammar cannot write (some values of a key with OTHER
+    among them), the fewest products of another merging order that it can write."""
+    first = _merged(points, range(len(keys)))
+    if all(_writable(product, keys, domain) for product in first):
+        return first
+    orders = (_merged(points, order) for order in itertools.permutations(range(len(keys))))
+    found = [products for products in orders if all(_writable(product, keys, domain) for product in products)]
+    return min(found, key=len) if found else first
+
+
+def _writable(product: list[set], keys: list, domain: dict) -> bool:
+    return all(OTHER not in found or found == set(domain[key]) for key, found in zip(keys, product))
+
+
+def _merged(points: list, order) -> list[list[set]]:
+    """`points` merged key by key, the keys taken in `order` until no two products merge."""
     products = [[{v} for v in combo] for combo in sorted(points)]
+    width = len(products[0]) if products else 0
     merged = True
     while merged:
         merged = False
-        for i in range(len(keys)):
+        for i in order:
             groups: dict = {}
             for product in products:
                 rest = tuple(tuple(sorted(s)) if j != i else () for j, s in enumerate(product))
                 groups.setdefault(rest, []).append(product)
             merged = merged or any(len(members) > 1 for members in groups.values())
-            products = [[set().union(*(m[j] for m in members)) if j == i else members[0][j] for j in range(len(keys))]
+            products = [[set().union(*(m[j] for m in members)) if j == i else members[0][j] for j in range(width)]
                         for members in groups.values()]
     return sorted(products, key=lambda product: [sorted(s) for s in product])
 

@@ -86,3 +86,26 @@ def test_a_torch_axis_is_published_in_its_folder_its_page_beside_the_suite_s_tor
     assert f"torch {axis.torch}+cu130" in html and "torch 2.13.0+cpu" in html  # one label per torch
     assert publishing.beside_path(runs["2.13.0+cpu"]) is None
     assert publishing.beside_path(runs[axis.torch + "+cu130"]) == Path("reports/matrix.json")
+
+
+def test_a_dtype_run_widens_an_entry_with_a_torch_override_where_it_was_seen(tmp_path):
+    """A float32 entry with a ``torch = "2.14"`` override, failing the same way in a bfloat16 run on 2.13: merging
+    the points dtype first would say "every torch but 2.13" in float32, which no table can; the update writes
+    float32 on every torch and bfloat16 on 2.13 (the torch it was seen on), the override kept."""
+    file = tmp_path / "5.24.toml"
+    listed(file, {"Both": ("fails in float32", FP)})
+    file.write_text(file.read_text() + '[[cell.when]]\ntorch = "2.14"\nreason = "other on 2.14"\n'
+                    '[cell.when.fingerprint]\nkind = "graph_break"\nwhere = "torch._dynamo.variables:f"\n'
+                    'error = "Unsupported"\n')
+    run = write_run(tmp_path / "bf16.json", {
+        "Both": {"build": cell("xfail", "fails in float32", fingerprint=FP, observed="fail")}},
+        env={"dtype": "bfloat16", "torch": "2.13.0+cpu"})
+    update_expectations(run, file)
+
+    def seen(dtype, torch):
+        found = gate.load_for_run(gate.run_conditions("cpu", dtype, "eager", torch), file).cells
+        return {model: e.reason for (model, _), e in found.items()}
+
+    assert seen("float32", "2.13.0") == {"Both": "fails in float32"} == seen("bfloat16", "2.13.0")
+    assert seen("float32", "2.14.1") == {"Both": "other on 2.14"}
+    assert seen("bfloat16", "2.14.1") == {}  # not seen there: not claimed

@@ -61,6 +61,15 @@ def test_a_column_of_another_backend_uses_that_backends_tolerance():
     assert [(b.check, b.tolerance) for b in truth.breaches(_envelope(cells, info=info))] == [("compile_prefill", 1e-5)]
 
 
+def test_a_dtype_column_uses_its_dtypes_tolerance():
+    """A float32 matrix with bfloat16 columns merged in (``static_cache~bf16``): each column is held to its own
+    dtype's tolerance, the float32 columns to float32's."""
+    info = {**INFO, "static_cache~bf16": {**INFO["static_cache"], "column": 1040}}
+    judged = {"worst_ratio": 0.5, "atol": 1e-2, "rtol": 1.6e-2}
+    cells = {"static_cache~bf16": _cell("pass", **judged), "static_cache": _cell("pass", **judged)}
+    assert [(b.check, b.tolerance) for b in truth.breaches(_envelope(cells, info=info))] == [("static_cache", 1e-5)]
+
+
 def test_failing_cells_and_metrics_that_are_no_comparison_are_not_breaches():
     cells = {"static_cache": _cell("xfail", max_abs_diff=0.02),
              "export_forward": _cell("fail", max_abs_diff=1.0),

@@ -5,8 +5,8 @@ Contracts:
 * `comparisons(envelope)` is, per check of the run, the metrics it records
   for a comparison it asserts and the tolerance that applies: the run file's
   `check_info` (``compares``, ``tolerance``: the backend whose tolerance
-  applies, else the column's own backend (``compile_prefill@inductor``), else the run's), at the run's dtype
-  (`conformance.tolerances`). A run file written before checks declared
+  applies, else the column's own backend (``compile_prefill@inductor``), else the run's), at the column's
+  dtype (``static_cache~bf16``: bfloat16), else the run's (`conformance.tolerances`). A run file written before checks declared
   their comparisons (no ``compares`` in its `check_info`) is read with the
   registry's declarations (`registry.describe`), imported only then.
 * `breaches(envelope)` lists every cell whose verdict is `pass` or `xpass`
@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
-from conformance import tolerances
+from conformance import columns, tolerances
 from conformance.report.envelope import load_envelope
 
 PASSING = ("pass", "xpass")
@@ -57,12 +57,13 @@ def _declared(envelope: dict) -> dict[str, dict]:
 
 
 def comparisons(envelope: dict) -> dict[str, tuple[tuple[str, ...], tolerances.Tolerance]]:
-    """check id -> (compared metrics, tolerance) for the run's dtype and backend."""
+    """check id -> (compared metrics, tolerance) for the column's dtype (else the run's) and backend."""
     env = envelope["environment"]
     found = {}
     for check_id, entry in _declared(envelope).items():
         backend = entry.get("tolerance") or entry.get("backend") or env["backend"]  # a column's own backend
-        found[check_id] = (tuple(entry.get("compares", ())), tolerances.tolerance(env["dtype"], backend))
+        dtype = columns.split_dtype(check_id)[1] or env["dtype"]
+        found[check_id] = (tuple(entry.get("compares", ())), tolerances.tolerance(dtype, backend))
     return found
 
 

@@ -1,5 +1,5 @@
 """`findings --verify --keep-verified`: a verification resumed in the same venv keeps the verdict of a script whose
-text is unchanged, and verifies the others."""
+code is unchanged (its header docstring, comments and layout aside), and verifies the others."""
 
 from __future__ import annotations
 
@@ -30,6 +30,16 @@ def test_an_unchanged_script_keeps_its_verdict_and_a_changed_or_new_one_is_verif
     assert [e.group for e in left] == ["b", "c"]
     assert (entries[0].verified, entries[0].seconds, entries[0].observed) == (True, 1.5, {"kind": "exception"})
     assert entries[1].verified is None
+
+
+def test_a_script_whose_header_alone_changed_keeps_its_verdict_and_one_whose_code_changed_does_not():
+    header = '"""Shared by 1 class(es), 2 cell(s)."""\n\nimport torch\n\nx = torch.ones(2)  # the input\n'
+    assert repro_verify.same_code(header, header.replace("1 class(es), 2", "4 class(es), 8").replace(
+        "  # the input", ""))
+    assert not repro_verify.same_code(header, header.replace("ones(2)", "ones(3)"))
+    assert not repro_verify.same_code(header, header.replace('"""Shared', '"""Shared by', 1) + "y = 1\n")
+    assert repro_verify.same_code("def broken(:\n", "def broken(:\n")  # unparsable: its text decides
+    assert not repro_verify.same_code("def broken(:\n", "def broken( :\n")
 
 
 def test_a_folder_without_a_readable_index_keeps_nothing(tmp_path):

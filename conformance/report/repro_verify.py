@@ -29,12 +29,14 @@ Contracts:
   `verified`, `seconds`, `observed` and `why` on the entry.
 * `previous_verdicts(folder)` reads the verdicts of a folder's index (with each script's text) before its
   scripts are written again; `keep_verdicts(entries, folder, previous)` gives an entry whose new script has
-  the same text its old verdict and returns the others (`findings --verify --keep-verified`: a verification
+  the same code (`same_code`: the header docstring, comments and layout aside) its old verdict and returns
+  the others (`findings --verify --keep-verified`: a verification
   spread over several sessions, in the same venv).
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -226,6 +228,23 @@ def verify(entries, groups: list[findings.Group], folder: Path, timeout: float =
 VERDICT_FIELDS = ("verified", "why", "observed", "seconds")
 
 
+def same_code(text: str, other: str) -> bool:
+    """Whether two scripts run the same code: equal but for their module docstrings (the header, whose counts
+    and versions change when other cells join the group), comments and layout. Unparsable: equal texts only."""
+    def code(source: str) -> str:
+        tree = ast.parse(source)
+        body = tree.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+                and isinstance(body[0].value.value, str):
+            tree.body = body[1:]
+        return ast.dump(tree)
+
+    try:
+        return code(text) == code(other)
+    except SyntaxError:
+        return text == other
+
+
 def previous_verdicts(folder: Path) -> dict[str, tuple[str, dict]]:
     """Group id -> (its script's text, its verdict fields) of every verified script of `folder`'s index, read
     before the scripts are written again; {} when there is no readable index."""
@@ -244,12 +263,12 @@ def previous_verdicts(folder: Path) -> dict[str, tuple[str, dict]]:
 
 
 def keep_verdicts(entries, folder: Path, previous: dict[str, tuple[str, dict]]) -> list:
-    """The entries whose script was written again with the same text as a verified one: each takes that
-    verdict (the script is what was verified); the others, to verify, are returned."""
+    """The entries whose script was written again with the same code as a verified one (`same_code`): each
+    takes that verdict (the code is what was verified); the others, to verify, are returned."""
     left = []
     for entry in entries:
         old = previous.get(entry.group)
-        if entry.script and old and (folder / entry.script).read_text() == old[0]:
+        if entry.script and old and same_code((folder / entry.script).read_text(), old[0]):
             for name, value in old[1].items():
                 setattr(entry, name, value)
         elif entry.script:

@@ -230,3 +230,30 @@ def test_the_readme_puts_deployment_columns_in_their_own_table_grouped_by_runtim
     header = next(line for line in deployed.splitlines() if line.startswith("| class"))
     assert header == ("| class | `export_onnx`<br>ONNX Runtime | `exporter_onnx_forward`<br>ONNX Runtime | "
                       "`executorch`<br>ExecuTorch |")
+
+
+def test_the_readme_shows_each_check_in_every_dtype_side_by_side():
+    """A float32 matrix with bfloat16 and float16 runs merged: their columns leave the torch table for one whose
+    cell is the class's verdict in float32, bfloat16 and float16 (⬜ where a dtype has no such column)."""
+    from conformance.meta.test_report import CHECK_INFO, cell, make_envelope
+    from conformance.report.envelope import summarize
+
+    envelope = make_envelope()
+    half = {"build~bf16": "pass", "compile_prefill~bf16": "fail", "build~fp16": "xfail"}
+    envelope["checks"] = [*envelope["checks"], *half]
+    envelope["check_info"] = {**CHECK_INFO, **{c: {"column": 1000 + i} for i, c in enumerate(half)}}
+    envelope["environment"]["dtypes"] = {"float16": {}, "bfloat16": {}}
+    for row in envelope["models"].values():
+        row["cells"].update({c: cell(verdict) for c, verdict in half.items()})
+    envelope["summary"] = summarize(envelope["models"], envelope["checks"])
+    section = render.readme_section(envelope)
+    torch_table, by_dtype = section.split("The same classes by precision:")
+    assert "~bf16" not in torch_table.split("Image-text-to-text classes")[1]
+    assert "float32, bfloat16 and float16, side by side" in by_dtype.splitlines()[0]
+    header, _, first = [line for line in by_dtype.splitlines() if line.startswith("|")][:3]
+    assert header == "| class | `build` | `compile_prefill` |"
+    plain = envelope["models"][first.split(" | ")[0].removeprefix("| ")]["cells"]
+    assert first.split(" | ")[1:] == [f"{render._symbol(plain['build'])} ✅ ⚠️",
+                                      f"{render._symbol(plain['compile_prefill'])} ❌ ⬜ |"]
+    one_dtype = make_envelope()
+    assert "by precision" not in render.readme_section(one_dtype)

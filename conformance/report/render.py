@@ -11,7 +11,10 @@ Contracts:
   so: `dtype_only`, "bfloat16 only: passes in float32"),
   the metrics the checks list class by class (the legacy-tuple handling), and coverage (built, or error + reason).
 * `readme_section(envelope)` is the compact README part: environment line,
-  summary, image-text matrix, a link to reports/MATRIX.md. It depends only on
+  summary, image-text matrix (the run's own dtype), the same classes deployed by
+  runtime, and by precision where dtype runs were merged (`precision_section`:
+  a check's verdicts in float32, bfloat16 and float16 side by side in one cell),
+  a link to reports/MATRIX.md. It depends only on
   the envelope, so the README can be checked against reports/matrix.json.
 * `replace_section(text, section)` puts a section between the README markers.
 
@@ -198,6 +201,42 @@ def matrix_section(envelope: dict, names: list[str], checks: list[str] | None = 
         cells = envelope["models"][name]["cells"]
         rows.append([name] + [_symbol(cells.get(c)) for c in checks])
     return _table(["class"] + (headers or [f"`{c}`" for c in checks]), rows, ["l"] + ["c"] * len(checks))
+
+
+def precision_columns(envelope: dict, checks: list[str]) -> list[tuple[str, list[str | None]]]:
+    """Of `checks`, each column of the run's own dtype that a merged dtype run widens (``static_cache`` with
+    ``static_cache~bf16``), with its columns in every dtype of the matrix, the run's own first, then
+    `columns.DTYPES`' order (None where that dtype has no such column); [] for a matrix of one dtype."""
+    env = envelope["environment"]
+    dtypes = [env.get("dtype", "float32")] + sorted(env.get("dtypes") or {}, key=_dtype_rank)
+    if len(dtypes) == 1:
+        return []
+    present = set(checks)
+    found = []
+    for check_id in checks:
+        if columns.split_dtype(check_id)[1]:
+            continue
+        widened = [check_id] + [c if (c := columns.dtype_column(check_id, d)) in present else None
+                                for d in dtypes[1:]]
+        if any(widened[1:]):
+            found.append((check_id, widened))
+    return found
+
+
+def _dtype_rank(dtype: str) -> int:
+    return columns.DTYPES.index(dtype) if dtype in columns.DTYPES else len(columns.DTYPES)
+
+
+def precision_section(envelope: dict, names: list[str], checks: list[str]) -> list[str]:
+    """One column per check that a dtype run widens, each cell the class's verdicts in every dtype of the matrix,
+    side by side (``✅ ✅ ⚠️``: float32, bfloat16, float16; ⬜ where that dtype has no such column)."""
+    widened = precision_columns(envelope, checks)
+    rows = []
+    for name in names:
+        cells = envelope["models"][name]["cells"]
+        rows.append([name] + [" ".join(_symbol(cells.get(c)) if c else NOT_RUN[0] for c in group)
+                              for _, group in widened])
+    return _table(["class"] + [f"`{c}`" for c, _ in widened], rows, ["l"] + ["c"] * len(widened))
 
 
 def split_classes(envelope: dict) -> tuple[list[str], list[str]]:
@@ -493,7 +532,8 @@ def readme_section(envelope: dict) -> str:
     lines = [environment_line(envelope), "", legend(), "", PASS_RATE_NOTE, ""]
     lines += summary_section(envelope) + [""]
     groups = runtime_groups(envelope)
-    torch_only = groups[0][1]
+    torch_only = [c for c in groups[0][1] if not columns.split_dtype(c)[1]]  # dtype columns: their own table
+    widened = precision_columns(envelope, groups[0][1])
     deployed = [(runtime, c) for runtime, checks in groups[1:] for c in checks]
     lines += [f"Image-text-to-text classes ({len(image_text)})"
               + (": torch.compile, the caches and torch.export (torch and transformers only)" if deployed else "")
@@ -505,6 +545,14 @@ def readme_section(envelope: dict) -> str:
         lines += [f"The same classes deployed, by runtime: {runtimes}:", ""]
         lines += matrix_section(envelope, image_text, [c for _, c in deployed],
                                 headers=[f"`{c}`<br>{runtime}" for runtime, c in deployed]) + [""]
+    if widened and image_text:
+        env = envelope["environment"]
+        dtypes = [env.get("dtype", "float32")] + sorted(env.get("dtypes") or {}, key=_dtype_rank)
+        named = ", ".join(dtypes[:-1]) + f" and {dtypes[-1]}"
+        lines += [f"The same classes by precision: each cell is the check's verdict in {named}, side by side "
+                  f"(the columns `{columns.dtype_column('CHECK', dtypes[1])}` and the like; the full report names "
+                  "each failure that only half precision has):", ""]
+        lines += precision_section(envelope, image_text, groups[0][1]) + [""]
     lines += [f"Full report (the other classes ({len(others)}), declared flags vs observations, failures with "
               f"their reasons, coverage): [{FULL_REPORT_LINK}]({FULL_REPORT_LINK})."]
     return "\n".join(lines) + "\n"

@@ -40,7 +40,8 @@ Contracts:
   none when no `cell_links` were given), ending with its cells and, per cell,
   the expectation that lists it (its link when it has one). After the table,
   the checkpoint profiles' rows whose verdicts differ from their class's
-  default row, a line per cell (`conformance.report.profile_diff`).
+  default row, a line per cell (`conformance.report.profile_diff`), and the cells that fail in half
+  precision only (`conformance.report.precision_diff`), each with its site and reason.
 
 Torch-free: everything comes from the run files (and the expectation links
 the caller passes in).
@@ -54,7 +55,7 @@ from dataclasses import dataclass, field
 
 from conformance.checks.common import exporter_table
 from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
-from conformance.report import profile_diff
+from conformance.report import precision_diff, profile_diff
 from conformance.report.reproduce import reproducer
 from conformance.verdicts import FAILING
 
@@ -397,6 +398,7 @@ def render_findings(groups: list[Group], envelopes: list[dict], sources: list[st
                      f"{len(g.cells)} | {', '.join(g.checks)} |")
     lines += [""]
     lines += profile_diff.render(envelopes)
+    lines += precision_diff.render(envelopes)
     if upstream:
         lines += ["## Upstream findings", ""]
         for g in upstream:

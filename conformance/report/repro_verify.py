@@ -7,8 +7,8 @@ suite's own rules (`conformance.fingerprints`, `conformance.reasons`, `checks.co
 
 Contracts:
 
-* `run_script(path, timeout, python)` runs one script in a fresh interpreter (``python -I``: no PYTHON*
-  variables, no user site, no script or working directory on the path; `python` another venv's, default this
+* `run_script(path, timeout, python)` runs one script in a fresh interpreter (``python -I -X faulthandler``:
+  no PYTHON* variables, no user site, no script or working directory on the path; `python` another venv's, default this
   one) from an empty temporary working directory, behind a guard that makes `conformance` impossible to import
   (entries of the path holding the suite are dropped and an import finder refuses it, so an editable install
   cannot leak it in). It returns a `Run`: the exit status (None: timed out), the seconds, and its stderr.
@@ -16,7 +16,8 @@ Contracts:
   root of a ``raise ... from`` chain first): the frames, dynamo's traced user stack (the frames after
   ``from user code:`` in its message), the exception's type name and its message.
 * `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what,
-  message), or {} when it printed no traceback: the exporter columns are named by the root of the chain (the
+  message); of a script that died in native code, its `fatal_error` (`crashed`: the interpreter runs with
+  faulthandler on, and its dump is read as the suite reads a crashed cell's); {} when it printed neither: the exporter columns are named by the root of the chain (the
   exporters re-raise with their own wrappers), a backend wrapper by the exception it wraps and the innermost
   inductor/AOTAutograd frame, any other by the exception that propagated. A kind the words decide
   (data-dependent guard, unsupported) is theirs; which step a generic exception came from is the script's
@@ -103,7 +104,8 @@ def run_script(path: Path, timeout: float = TIMEOUT, python: str = sys.executabl
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="repro-verify-") as cwd:
         try:
-            done = subprocess.run([python, "-I", "-c", GUARD, str(Path(path).resolve())], cwd=cwd, env=env,
+            done = subprocess.run([python, "-I", "-X", "faulthandler", "-c", GUARD, str(Path(path).resolve())],
+                                  cwd=cwd, env=env,
                                   capture_output=True, text=True, timeout=timeout)
         except subprocess.TimeoutExpired as exc:
             tail = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
@@ -152,7 +154,7 @@ def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
 
     blocks = tracebacks(run.stderr)
     if not blocks:
-        return {}
+        return crashed(run.stderr)
     raised = blocks[0] if check.startswith("exporter_") else blocks[-1]
     found = {"error": raised.error, "message": " ".join(raised.message.split())[:400]}
     if group_kind == "backend" or raised.error in backend.WRAPPERS:
@@ -172,6 +174,24 @@ def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
         kind = group_kind
     where = fingerprints.where_from(raised.message, raised.frames, raised.user_stack)
     return {**found, "kind": kind, "where": where}
+
+
+def crashed(stderr: str) -> dict:
+    """The `fatal_error` fingerprint of a script that died in native code (faulthandler's dump on its stderr,
+    read as the suite reads a crashed cell's: `run.isolation.crash_frame`, site at the crashed thread's innermost
+    Python frame); {} when it printed none."""
+    from conformance.reasons import site
+    from conformance.run.isolation import crash_frame
+
+    with tempfile.TemporaryDirectory(prefix="repro-crash-") as folder:
+        dump = Path(folder) / "stderr.txt"
+        dump.write_text(stderr)
+        found = crash_frame(dump)
+    if found is None:
+        return {}
+    message, frame = found
+    return {"error": "", "message": f"Fatal Python error: {message}", "kind": "fatal_error",
+            "what": fingerprints.mask(message), "where": site(*frame) if frame else ""}
 
 
 def _describe(found: dict) -> str:

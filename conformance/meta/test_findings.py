@@ -163,3 +163,24 @@ def test_cli_findings(tmp_path, capsys, monkeypatch):
 def test_expectation_links_of_the_runs_version(tmp_path):
     links, note = upstream.expectation_links([make_run()])  # the shipped 5.24 file: readable, a few links
     assert note == "" and all(link.startswith("https://") for link in links.values())
+
+
+def test_a_group_of_a_dtype_or_backend_column_reproduces_in_that_columns_dtype_and_backend():
+    """A float32 matrix's `compile_prefill~bf16@...` cells ran in bfloat16 (and `@inductor` under inductor): the
+    commands the findings print run them so, never in the matrix's own dtype or backend."""
+    from conformance.report.reproduce import column_dtype, reproducer
+
+    envelope = make_run()
+    row = envelope["models"]["BForConditionalGeneration"]["cells"]
+    row["compile_prefill~bf16"] = row.pop("compile_prefill")
+    envelope["check_info"]["compile_prefill~bf16"] = dict(envelope["check_info"]["compile_prefill"])
+    envelope["checks"] = [*envelope["checks"], "compile_prefill~bf16"]
+    groups = findings.group_failures([envelope], ["run.json"])
+    group = next(g for g in groups if any(c.check == "compile_prefill~bf16" for c in g.cells))
+    section = findings.render_findings(groups, [envelope], ["run.json"], only=group.id)
+    assert "--checks compile_prefill --device cpu --dtype bfloat16 -p no:randomly" in section
+    assert "conformance explain BForConditionalGeneration compile_prefill --device cpu --dtype bfloat16 " \
+           "--backend eager" in section
+    assert column_dtype("static_cache~fp16", "float32") == "float16" == column_dtype("static_cache", "float16")
+    assert reproducer("A", "compile_prefill@inductor", "cpu", "float32", "eager").endswith(
+        "--checks compile_prefill --device cpu --backend inductor -p no:randomly")

@@ -54,9 +54,10 @@ import re
 from dataclasses import dataclass, field
 
 from conformance.checks.common import exporter_table
+from conformance.columns import split as split_column
 from conformance.fingerprints import SUITE_OWN_KINDS, SUITE_SITE, mask
 from conformance.report import precision_diff, profile_diff
-from conformance.report.reproduce import reproducer
+from conformance.report.reproduce import column_dtype, reproducer
 from conformance.verdicts import FAILING
 
 NOT_UPSTREAM = (*SUITE_OWN_KINDS, "timeout")  # fingerprint kinds that are the suite's own gaps (a SUITE_SITE too)
@@ -341,8 +342,9 @@ def render_group(group: Group, envelopes: list[dict], sources: list[str],
     lines += [f"Example ({first.model} / `{first.check}`): {_code(first.reason)}", ""]
     lines += ["Reproduce with vlm-conformance (a tiny random model of the class, no weights, no network):", "",
               "```sh",
-              f"conformance explain {first.model} {first.check} --device {env.get('device', 'cpu')} "
-              f"--dtype {env.get('dtype', 'float32')} --backend {env.get('backend', 'eager')}",
+              f"conformance explain {first.model} {split_column(first.check)[0]} --device {env.get('device', 'cpu')} "
+              f"--dtype {column_dtype(first.check, env.get('dtype', 'float32'))} "
+              f"--backend {split_column(first.check)[1] or env.get('backend', 'eager')}",
               reproducer(first.model, first.check, env.get("device", "auto"), env.get("dtype", "float32"),
                          env.get("backend", "eager")),
               "```", ""]

@@ -47,6 +47,7 @@ from conformance.columns import split as split_column
 from conformance.report.repro_templates import template_for
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import Inputs
+from conformance.report.reproduce import column_dtype
 
 INDEX = "index.json"
 README = "README.md"
@@ -92,7 +93,7 @@ def build_context(group: findings.Group, cell, envelope: dict) -> Context:
 
     check, column_backend = split_column(cell.check)
     backend = column_backend or envelope["environment"].get("backend", "eager")
-    dtype = envelope["environment"].get("dtype", "float32")  # a run file that names none ran float32
+    dtype = column_dtype(cell.check, envelope["environment"].get("dtype", "float32"))  # none named: float32
     recorded = envelope["models"][cell.model]["cells"][cell.check]
     info = by_name().get(cell.model)
     if info is None:

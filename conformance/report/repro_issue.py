@@ -13,7 +13,7 @@ checks, and the upstream issues and pull requests the findings already link (`Gr
 from __future__ import annotations
 
 from conformance.report import findings
-from conformance.report.reproduce import reproducer
+from conformance.report.reproduce import column_dtype, reproducer
 
 SYMPTOMS = {
     "data_dependent_guard": "data-dependent guard", "graph_break": "graph break under fullgraph",
@@ -60,7 +60,7 @@ def _environment(envelope: dict, check: str) -> list[str]:
     compiles = base.startswith("compile_")
     needs = (envelope.get("check_info") or {}).get(base, {}).get("requires") or []
     return [f"- transformers {env.get('transformers')}, torch {env.get('torch')}, python {env.get('python', '?')}",
-            f"- device {env.get('device')}, dtype {env.get('dtype')}"
+            f"- device {env.get('device')}, dtype {column_dtype(check, env.get('dtype', 'float32'))}"
             + (f", torch.compile backend {backend}" if compiles else ""),
             *([f"- also needs: {', '.join(needs)}"] if needs else [])]
 

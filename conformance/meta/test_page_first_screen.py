@@ -18,7 +18,7 @@ pytestmark = pytest.mark.meta
 
 @pytest.mark.parametrize("column, group", [
     ("build", "eager"), ("compile_prefill", "compile"), ("compile_decode@inductor", "compile"),
-    ("compile_dynamic~bf16", "compile"), ("static_cache", "static cache"), ("legacy_cache", ""),
+    ("compile_dynamic~bf16", "bf16"), ("static_cache~fp16", "fp16"), ("static_cache", "static cache"), ("legacy_cache", ""),
     ("export_forward", "export"), ("export_generate", "export"), ("export_onnx", "ONNX"), ("onnx_generate", "ONNX"),
     ("exporter_onnx_forward", "ONNX"), ("executorch", "ExecuTorch"), ("exporter_executorch_generate", "ExecuTorch"),
     ("exporter_openvino_forward", "OpenVINO"), ("exporter_dynamo_generate", "exporters"), ("aoti_generate", "AOTI"),
@@ -28,10 +28,12 @@ def test_each_column_belongs_to_its_deploy_path(column, group):
 
 
 def test_the_paths_are_in_deploy_order_and_only_those_with_columns():
-    checks = ["build", "legacy_cache", "exporter_openvino_forward", "export_onnx", "compile_prefill", "executorch"]
+    checks = ["build", "legacy_cache", "exporter_openvino_forward", "build~fp16", "export_onnx", "compile_prefill",
+              "static_cache~bf16", "executorch", "build~bf16"]
     assert [(label, cols) for label, _, cols in page.deploy_groups(checks)] == [
         ("eager", ["build"]), ("compile", ["compile_prefill"]), ("ONNX", ["export_onnx"]),
-        ("ExecuTorch", ["executorch"]), ("OpenVINO", ["exporter_openvino_forward"])]
+        ("ExecuTorch", ["executorch"]), ("OpenVINO", ["exporter_openvino_forward"]),
+        ("bf16", ["static_cache~bf16", "build~bf16"]), ("fp16", ["build~fp16"])]  # a dtype run: its own path
 
 
 def test_the_search_matches_names_model_type_aliases_and_checkpoint_fields():

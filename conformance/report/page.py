@@ -11,7 +11,8 @@ Contracts:
   row's class name, model_type, aliases or checkpoint fields,
   `search_text`; punctuation ignored) and a row per class with a column per
   deploy path (`DEPLOY`: eager, compile, static cache, export, ONNX, AOTI,
-  ExecuTorch, OpenVINO, transformers' exporters; `deploy_group`), each cell
+  ExecuTorch, OpenVINO, transformers' exporters; then bf16 and fp16 where dtype
+  runs are merged, `DTYPE_PATHS`; `deploy_group`), each cell
   the class's state there (`class_view.state`) in the newest run
   (`main_run`), linking to the column that says most (its first that does
   not work). Below: the legend, each run's summary (a headline, then a row
@@ -83,6 +84,12 @@ DEPLOY = (
     ("exporters", "transformers.exporters' torch.export backend (exporter_dynamo_*; its other backends are under "
                   "ONNX, ExecuTorch and OpenVINO)", ("exporter_",)),
 )
+# A dtype run merged into the matrix (`static_cache~bf16`) is a path of its own on the first screen: "does my model
+# work in bfloat16?" (the paths above are the run's own dtype's).
+DTYPE_PATHS = {"bfloat16": ("bf16", "the same checks with the model and inputs in bfloat16: eager, compile, the caches, "
+                                    "export (columns ~bf16)"),
+               "float16": ("fp16", "the same checks with the model and inputs in float16: eager, compile, the caches, "
+                                   "export (columns ~fp16)")}
 STATE_GLYPHS = {"works": "✓", "partly": "◐", "broken": "✗", "nocheck": "🚧", "na": "–", "notrun": ""}
 STATE_WORDS = {"works": "works", "partly": "works in part", "broken": "does not work",
                "nocheck": "the suite could not check it", "na": "does not apply", "notrun": "not run"}
@@ -123,15 +130,21 @@ def short_name(name: str) -> str:
 
 
 def deploy_group(column: str) -> str:
-    """The first screen's column (`DEPLOY`'s label) that `column` belongs to; "" for none."""
+    """The first screen's column (`DEPLOY`'s label, or a dtype column's `DTYPE_PATHS` label) that `column` belongs
+    to; "" for none."""
+    dtype = column_ids.split_dtype(column)[1]
+    if dtype:
+        return DTYPE_PATHS[dtype][0] if dtype in DTYPE_PATHS else ""
     check = column_ids.split(column)[0]
     matches = [(len(start), label) for label, _, starts in DEPLOY for start in starts if check.startswith(start)]
     return max(matches)[1] if matches else ""
 
 
 def deploy_groups(checks: Sequence[str]) -> list[tuple[str, str, list[str]]]:
-    """(label, what it covers, its columns of `checks`) per `DEPLOY` path that has a column here, in DEPLOY's order."""
-    found = [(label, about, [c for c in checks if deploy_group(c) == label]) for label, about, _ in DEPLOY]
+    """(label, what it covers, its columns of `checks`) per `DEPLOY` path, then `DTYPE_PATHS` path, that has a column
+    here, in that order."""
+    paths = [(label, about) for label, about, _ in DEPLOY] + list(DTYPE_PATHS.values())
+    found = [(label, about, [c for c in checks if deploy_group(c) == label]) for label, about in paths]
     return [group for group in found if group[2]]
 
 

@@ -539,3 +539,18 @@ def test_every_published_group_with_a_script_has_an_issue_text():
     for group in ranked:
         assert (PUBLISHED_FINDINGS / repro.ISSUES / f"{group.id}.md").exists(), group.id
         assert f"(issues/{group.id}.md)" in readme, group.id
+
+
+def test_the_media_contract_has_no_script_in_any_dtype():
+    """build's media check perturbs the sample with the suite's own generator, which a script cannot restate: no
+    template, in float32's words or a half-precision run's ("the bfloat16 logits"), never a script that passes."""
+    from types import SimpleNamespace
+
+    from conformance.report.repro_templates.compile_checks import build
+    from conformance.report.repro_templates.steps import NoTemplate
+
+    for words in ("does not change the logits: the media path is not used",
+                  "does not change the bfloat16 logits: the media do not reach the output in this dtype"):
+        cell = SimpleNamespace(reason=f"changing pixel_values {words}", fingerprint={"kind": "contract"})
+        with pytest.raises(NoTemplate, match="perturbs the sample's media"):
+            build(SimpleNamespace(sample={"input_ids": None}, cell=cell, kind="contract"))

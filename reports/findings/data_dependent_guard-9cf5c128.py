@@ -5,7 +5,7 @@ Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32); needs onnxruntim
 data_dependent_guard-9cf5c128.py
 The suite saw: export (transformers.exporters.OnnxExporter): GuardOnDataDependentSymNode: Could not extract
 specialized integer from data-dependent expression u1 (unhinted: u1). (Size-like symbols: none) (at ...
-Shared by 1 class(es), 12 cell(s) of 12 check(s) (index.json lists them).
+Shared by 1 class(es), 16 cell(s) of 16 check(s) (index.json lists them).
 """
 
 import os

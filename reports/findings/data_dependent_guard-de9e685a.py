@@ -4,7 +4,7 @@ MiniCPMOcrForConditionalGeneration (compile_dynamic).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-de9e685a.py
 The suite saw: fullgraph compile failed: UserError: Consider annotating your code using torch._check*(). Could not
 guard on data-dependent expression u4 > 1 (unhinted: u4 > 1). (Size-like symbols: none) (at ...
-Shared by 11 class(es), 59 cell(s) of 10 check(s) (index.json lists them).
+Shared by 11 class(es), 89 cell(s) of 15 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ Lfm3VlForConditionalGeneration (compile_dynamic).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-f5866142.py
 The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
 Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at transformers/models/lfm3_vl/modeling_lfm3_vl.py:2 ...
-Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
+Shared by 1 class(es), 14 cell(s) of 14 check(s) (index.json lists them).
 """
 
 import torch

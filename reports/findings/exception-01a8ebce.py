@@ -4,7 +4,7 @@ Pop2PianoForConditionalGeneration (compile_decode, backend inductor).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-01a8ebce.py
 The suite saw: TypeError: Pop2PianoForConditionalGeneration.generate() missing 1 required positional argument:
 'input_features' (at _contextlib.py:124)
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-2b0e295e.py
 The suite saw: TypeError: transformers.generation.utils.GenerationMixin._expand_inputs_for_generation() got multiple
 values for keyword argument 'input_ids' (at transformers/generation/utils.py:2928)
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
 """
 
 import torch

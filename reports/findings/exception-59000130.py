@@ -1,10 +1,10 @@
 """[legacy cache] raises at transformers.utils.deprecation:deprecate_kwarg.<locals>.wrapper.<locals>.wrapped_func:
 PI0ForConditionalGeneration (legacy_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-59000130.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python exception-59000130.py
 The suite saw: TypeError: PI0ForConditionalGeneration.forward() missing 1 required positional argument: 'state' (at
 transformers/utils/deprecation.py:173)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch
@@ -21,6 +21,7 @@ CONFIG = PI0Config(
         image_token_index=255, vocab_size=256, projection_dim=64, hidden_size=64),
     dit_config=GemmaConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=1, head_dim=16, use_bidirectional_attention=True, is_causal=True))
+DTYPE = torch.bfloat16
 IDS = 'input_ids'
 CACHE = 'cache'
 DECODE_STEPS = 2
@@ -28,13 +29,22 @@ DECODE_STEPS = 2
 
 def tiny_model():
     torch.manual_seed(0)
-    return PI0ForConditionalGeneration(CONFIG).eval()
+    return PI0ForConditionalGeneration(CONFIG).to(DTYPE).eval()
+
+
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
 
 
 def sample_inputs():
     """The inputs legacy_cache fed: token ids literal; pixel_values, noise seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
-    return {
+    inputs = {
         'input_ids': torch.tensor([[0, 0, 0, 29, 146, 173, 27, 176] + [255] * 16 + [14, 154, 191, 64], [0, 0, 0, 53,
             177, 172, 115] + [255] * 16 + [155, 43, 49, 166, 89]], dtype=torch.int64),
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 25, [0, 0, 0] + [1] * 25], dtype=torch.int64),
@@ -57,6 +67,7 @@ def sample_inputs():
         'noise': torch.randn((2, 50, 32), generator=g, dtype=torch.float32),
         'timestep': torch.tensor([0.30000001192092896, 0.699999988079071], dtype=torch.float32),
     }
+    return {k: in_dtype(v) for k, v in inputs.items()}
 
 
 def logits_of(output):

@@ -4,7 +4,7 @@ tForConditionalGeneration.generate: KyutaiSpeechToTextForConditionalGeneration (
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-6e64013f.py
 The suite saw: AttributeError: 'NoneType' object has no attribute 'shape' (at
 transformers/models/kyutai_speech_to_text/modeling_kyutai_speech_to_text.py:909)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ ProphetNetForConditionalGeneration (static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-a7851bc7.py
 The suite saw: RuntimeError: The size of tensor a (3) must match the size of tensor b (12) at non-singleton
 dimension 5 (at transformers/models/prophetnet/modeling_prophetnet.py:1315)
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
 """
 
 import torch

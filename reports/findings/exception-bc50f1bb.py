@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-bc50f1bb.py
 The suite saw: ValueError: too many values to unpack (expected 2) (at
 transformers/models/kosmos2/modeling_kosmos2.py:121)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

@@ -1,10 +1,10 @@
 """[torch.compile] recompiles every decode step at kwargs['cache'].layers[#].cumulative_length_int == # @
 transformers.cache_utils:StaticSlidingWindowLayer.update: AyaVisionForConditionalGeneration (compile_decode).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-e82666ad.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python recompile-e82666ad.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 18 (at transformers/cache_utils.py:566 in update)
-Shared by 11 class(es), 21 cell(s) of 2 check(s) (index.json lists them).
+Shared by 11 class(es), 32 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import inspect
@@ -22,9 +22,10 @@ CONFIG = AyaVisionConfig(
         num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
         layer_types=['sliding_attention', 'full_attention'], head_dim=16),
     image_token_index=255)
+DTYPE = torch.bfloat16
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
+ATOL = 0.01
+RTOL = 0.016
 NEW_TOKENS = 5
 
 
@@ -36,17 +37,29 @@ def tiny_model():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
                 param.normal_(0.0, 0.02)
-    return model.eval()
+    return model.to(DTYPE).eval()
 
 
-# The inputs compile_decode fed: token ids literal; pixel_values seeded random of the recorded shape.
-g = torch.Generator().manual_seed(0)
-inputs = {
-    'input_ids': torch.tensor([[0, 0, 1, 2, 3, 4, 6, 252, 248] + [255] * 4 + [251, 7, 8, 9, 10], list(range(11,
-        17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]], dtype=torch.int64),
-    'attention_mask': torch.tensor([[0, 0] + [1] * 16, [1] * 18], dtype=torch.int64),
-    'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
-}
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
+
+
+def sample_inputs():
+    """The inputs compile_decode fed: token ids literal; pixel_values seeded random of the recorded shape."""
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        'input_ids': torch.tensor([[0, 0, 1, 2, 3, 4, 6, 252, 248] + [255] * 4 + [251, 7, 8, 9, 10], list(range(11,
+            17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0] + [1] * 16, [1] * 18], dtype=torch.int64),
+        'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
+    }
+    return {k: in_dtype(v) for k, v in inputs.items()}
+
 
 def close(actual, expected, atol, rtol):
     """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
@@ -97,6 +110,7 @@ def greedy(model, inputs, new_tokens, **extra):
                               min_new_tokens=new_tokens, disable_compile=True, **extra)
 
 
+inputs = sample_inputs()
 eager = greedy(tiny_model(), inputs, NEW_TOKENS, output_logits=True, return_dict_in_generate=True)
 model = tiny_model()
 cache = static_cache(model.config.get_text_config(decoder=True), 18 + NEW_TOKENS,

@@ -1,10 +1,10 @@
 """[torch.export] unsupported construct at transformers.cache_utils:Cache.get_conv_state:
 InklingForConditionalGeneration (export_static_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-1dbf15ae.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python unsupported-1dbf15ae.py
 The suite saw: torch.export.export(strict=True): Unsupported: Observed exception (at
 transformers/cache_utils.py:1632)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import inspect
@@ -22,6 +22,7 @@ CONFIG = InklingConfig(
     vision_config=InklingVisionConfig(text_hidden_size=64, patch_size=8, hidden_size=64, n_layers=2,
         num_attention_heads=4),
     image_token_id=255, audio_token_id=254, image_bos_token_id=252, audio_bos_token_id=253)
+DTYPE = torch.bfloat16
 CONSTANTS = {}
 MAX_LEN = 19
 HEADS = 2
@@ -30,17 +31,29 @@ HEAD_DIM = 16
 
 def tiny_model():
     torch.manual_seed(0)
-    return InklingForConditionalGeneration(CONFIG).eval()
+    return InklingForConditionalGeneration(CONFIG).to(DTYPE).eval()
 
 
-# The inputs export_static_cache fed: token ids literal; pixel_values seeded random of the recorded shape.
-g = torch.Generator().manual_seed(0)
-inputs = {
-    'input_ids': torch.tensor([[0, 0, 0, 99, 83, 82, 180, 176, 255, 160, 108, 136, 107], [0, 0, 0, 58, 141, 194, 46,
-        255, 144, 136, 11, 187, 180]], dtype=torch.int64),
-    'pixel_values': torch.randn((2, 2, 8, 8, 3), generator=g, dtype=torch.float32),
-    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
-}
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
+
+
+def sample_inputs():
+    """The inputs export_static_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        'input_ids': torch.tensor([[0, 0, 0, 99, 83, 82, 180, 176, 255, 160, 108, 136, 107], [0, 0, 0, 58, 141, 194, 46,
+            255, 144, 136, 11, 187, 180]], dtype=torch.int64),
+        'pixel_values': torch.randn((2, 2, 8, 8, 3), generator=g, dtype=torch.float32),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
+    }
+    return {k: in_dtype(v) for k, v in inputs.items()}
+
 
 def logits_of(output):
     """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
@@ -111,6 +124,7 @@ def slot_mask(mask2d, max_len):
     return torch.nn.functional.pad(mask2d, (0, max_len - mask2d.shape[1]), value=1)
 
 
+inputs = sample_inputs()
 mask2d = inputs.pop("attention_mask", None)
 mask2d = torch.ones_like(inputs["input_ids"]) if mask2d is None else mask2d
 

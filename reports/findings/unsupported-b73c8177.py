@@ -4,7 +4,7 @@ transformers.models.bigbird_pegasus.modeling_bigbird_pegasus:BigBirdPegasusSelfA
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-b73c8177.py
 The suite saw: torch.export.export(strict=True): Unsupported: Attempted to use `torch.nn.Parameter()` with export
 (at transformers/models/bigbird_pegasus/modeling_bigbird_pegasus.py:124)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

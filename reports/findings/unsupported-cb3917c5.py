@@ -4,7 +4,7 @@ FSMTForConditionalGeneration (export_forward_strict).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-cb3917c5.py
 The suite saw: torch.export.export(strict=True): Unsupported: Data-dependent branching (at
 transformers/models/fsmt/modeling_fsmt.py:266)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.llava_onevision.modeling_llava_onevision:LlavaOnevisionModel
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-eecc488d.py
 The suite saw: torch.export.export(strict=True): Unsupported: Failed to trace builtin operator (at
 transformers/models/llava_onevision/modeling_llava_onevision.py:339)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

@@ -1,0 +1,132 @@
+"""[legacy cache] raises at transformers.models.inkling2.modeling_inkling2:Inkling2TopKRouter.forward:
+Inkling2ForConditionalGeneration (legacy_cache).
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python exception-b46ada09.py
+The suite saw: RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16 (at
+transformers/models/inkling2/modeling_inkling2.py:811)
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+"""
+
+import torch
+from transformers import Inkling2Config, Inkling2ForConditionalGeneration, Inkling2TextConfig, Inkling2VisionConfig
+
+CONFIG = Inkling2Config(
+    text_config=Inkling2TextConfig(vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16, swa_num_attention_heads=4,
+        swa_num_key_value_heads=2, swa_head_dim=16, layer_types=['hybrid_sliding', 'hybrid'],
+        moe_intermediate_size=128, n_routed_experts=4, num_experts_per_tok=2, eos_token_id=254),
+    vision_config=Inkling2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, patch_size=8, projection_hidden_dim=256, text_hidden_size=64),
+    image_token_id=255)
+DTYPE = torch.bfloat16
+IDS = 'input_ids'
+CACHE = 'cache'
+DECODE_STEPS = 2
+EXTRA = {'next_sequence_length': 1, 'is_first_iteration': False}
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return Inkling2ForConditionalGeneration(CONFIG).to(DTYPE).eval()
+
+
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
+
+
+def sample_inputs():
+    """The inputs legacy_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [255] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99,
+            85, 52] + [255] * 4 + [6, 151, 56, 186, 77]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
+        'pixel_values': torch.randn((8, 16, 16, 3), generator=g, dtype=torch.float32),
+        'image_grid_thw': torch.tensor([[1, 2, 2], [1, 2, 2]], dtype=torch.int64),
+        'position_ids': torch.tensor([[0] * 4 + list(range(1, 13)), [0] * 4 + list(range(1, 13))], dtype=torch.int64),
+    }
+    return {k: in_dtype(v) for k, v in inputs.items()}
+
+
+def logits_of(output):
+    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if isinstance(output, dict) and "logits" in output:
+        return output["logits"]
+    if isinstance(getattr(output, "logits", None), torch.Tensor):
+        return output.logits
+    if isinstance(output, dict):
+        for key, value in output.items():
+            if key.startswith("logits") and isinstance(value, torch.Tensor):
+                return value
+    return output[0]
+
+
+def cache_of(output):
+    """The cache a forward returned (`cache` in newer 5.x, `past_key_values` before)."""
+    for name in ("cache", "past_key_values"):
+        value = output.get(name) if isinstance(output, dict) else getattr(output, name, None)
+        if value is not None:
+            return value
+    return None
+
+
+def to_legacy(cache):
+    """The legacy tuples of a cache, cloned: per layer (key, value), or (key, value, cross key, cross value)."""
+    def pairs(c):
+        return tuple((getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in c.layers)
+
+    if hasattr(cache, "to_legacy_cache"):
+        legacy = cache.to_legacy_cache()
+    elif hasattr(cache, "self_attention_cache"):
+        legacy = tuple(a + b for a, b in zip(pairs(cache.self_attention_cache), pairs(cache.cross_attention_cache)))
+    else:
+        legacy = pairs(cache)
+    return tuple(tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in layer) for layer in legacy)
+
+
+def from_legacy(cache, legacy):
+    """The installed API's conversion back: `from_legacy_cache` where it exists, else the constructor."""
+    from transformers.cache_utils import DynamicCache
+
+    kind = type(cache) if hasattr(cache, "self_attention_cache") else DynamicCache
+    return kind.from_legacy_cache(legacy) if hasattr(kind, "from_legacy_cache") else kind(legacy)
+
+
+def decode(owner, prefill, output, cache):
+    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs
+    generate passes (its own prepare_inputs_for_generation where the model has one)."""
+    ids, state, logits = prefill[IDS], None, []
+    for step in range(DECODE_STEPS):
+        token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]
+        if state is None:
+            state = {k: v for k, v in prefill.items() if k != IDS}
+            state = owner._update_model_kwargs_for_generation(output, state, is_encoder_decoder=False)
+        ids = torch.cat([ids, token], dim=1)
+        kwargs = {k: v for k, v in state.items() if k not in ('cache', 'past_key_values')}
+        inputs = dict(owner.prepare_inputs_for_generation(ids, **kwargs, **{CACHE: cache},
+                                                          use_cache=True, **EXTRA))
+        inputs[CACHE] = cache
+        inputs['use_cache'] = True
+        with torch.no_grad():
+            output = owner(**inputs)
+        logits.append(logits_of(output).detach().clone())
+        cache = cache_of(output)
+        state = owner._update_model_kwargs_for_generation(output, dict(state), is_encoder_decoder=False)
+    return logits
+
+prefill = sample_inputs()
+owner = tiny_model()  # the module whose forward takes the cache
+with torch.no_grad():
+    output = owner(**prefill, use_cache=True)
+cache = cache_of(output)
+legacy = to_legacy(cache)
+converted = from_legacy(cache, legacy)
+decode(owner, prefill, output, converted)  # from the converted cache
+decode(owner, prefill, output, cache)  # from the model's own cache

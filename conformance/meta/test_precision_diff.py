@@ -32,10 +32,11 @@ def _envelope() -> dict:
 def test_a_cell_failing_only_in_half_precision_is_named_with_its_site_and_one_failing_in_both_is_counted():
     found = precision_diff.half_only([_envelope()])
     assert [(f.column, f.dtype, f.kind, f.site) for f in found] == [
-        ("legacy_cache", "float16", "numerical_mismatch", "logits differ"),
+        ("legacy_cache", "float16", "numerical_mismatch", ""),
         ("static_cache", "bfloat16", "exception", "transformers.models.a.modeling_a:A.forward")]
     text = "\n".join(precision_diff.render([_envelope()]))
     assert "bfloat16: 1 cell(s) fail in bfloat16 and pass in the run's own dtype; 1 fail in both" in text
+    assert "/ legacy_cache: numerical_mismatch (passes in float32): differ" in text
     assert "modeling_a.py:811" in text and text.index("bfloat16:") < text.index("\nfloat16: 1")
 
 

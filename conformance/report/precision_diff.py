@@ -3,8 +3,8 @@
 Contract: `half_only(envelopes)` lists, per run file, every cell of a dtype column (``static_cache~bf16``: a
 bfloat16 run merged into a float32 matrix, `conformance.columns.split_dtype`) whose check failed (``observed``: a
 known failure counted as the failure it is) while the same check of the same class passed in the run's own dtype.
-Each `HalfOnly` carries the failure's site (the fingerprint's ``where``, else its masked ``what``) and the cell's
-one-line reason, which names the operator or line that differs. `render(envelopes)` is the findings section: a
+Each `HalfOnly` carries the failure's code site (the fingerprint's ``where``; none for a contract or a numerical
+mismatch) and the cell's one-line reason, which names the operator or line that differs. `render(envelopes)` is the findings section: a
 line per cell, grouped per dtype, with the count of each dtype's cells that fail in both; nothing when no run
 holds a dtype column. Torch-free.
 """
@@ -48,7 +48,7 @@ def half_only(envelopes: list[dict]) -> list[HalfOnly]:
             fingerprint = cell.get("fingerprint") or {}
             found.append(HalfOnly(name, base, dtype, envelope["environment"].get("dtype", "float32"),
                                   fingerprint.get("kind", cell["observed"]),
-                                  fingerprint.get("where") or fingerprint.get("what") or "",
+                                  fingerprint.get("where") or "",
                                   " ".join(str(cell.get("reason") or "").split())))
     return found
 
@@ -71,7 +71,7 @@ def render(envelopes: list[dict]) -> list[str]:
         main = mine[0].main_dtype if mine else "float32"
         lines.append(f"{dtype}: {len(mine)} cell(s) fail in {dtype} and pass in the run's own dtype; {both} fail in "
                      "both (the checks' own verdicts, known failures counted as failures).")
-        lines += [f"- `{f.row}` / {f.column}: {f.kind} at {f.site or '?'} (passes in {main})"
+        lines += [f"- `{f.row}` / {f.column}: {f.kind}{f' at {f.site}' if f.site else ''} (passes in {main})"
                   + (f": {_short(f.reason)}" if f.reason else "") for f in mine]
         lines.append("")
     return lines

@@ -4,9 +4,9 @@ Contract: `half_only(envelopes)` lists, per run file, every cell of a dtype colu
 bfloat16 run merged into a float32 matrix, `conformance.columns.split_dtype`) whose check failed (``observed``: a
 known failure counted as the failure it is) while the same check of the same class passed in the run's own dtype.
 Each `HalfOnly` carries the failure's code site (the fingerprint's ``where``; none for a contract or a numerical
-mismatch) and the cell's one-line reason, which names the operator or line that differs. `render(envelopes)` is the findings section: a
-line per cell, grouped per dtype, with the count of each dtype's cells that fail in both; nothing when no run
-holds a dtype column. Torch-free.
+mismatch) and the cell's one-line reason, which names the operator or line that differs. `render(envelopes)` is
+the findings section: a line per cell, grouped per dtype, with the count of each dtype's cells that fail in both;
+nothing when no run holds a dtype column. Torch-free.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conformance import columns
+from conformance.report.render import dtype_rank
 from conformance.verdicts import FAILING
 
 REASON_CHARS = 160
@@ -64,7 +65,7 @@ def render(envelopes: list[dict]) -> list[str]:
         return []
     found = half_only(envelopes)
     lines = ["## Failures in half precision only", ""]
-    for dtype in sorted({c[3] for c in cells}, key=lambda d: columns.DTYPES.index(d) if d in columns.DTYPES else 9):
+    for dtype in sorted({c[3] for c in cells}, key=dtype_rank):
         mine = [f for f in found if f.dtype == dtype]
         both = sum(1 for _, _, _, d, cell, plain in cells if d == dtype and cell.get("observed") in FAILING
                    and plain is not None and plain.get("observed") in FAILING)

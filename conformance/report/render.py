@@ -207,8 +207,7 @@ def precision_columns(envelope: dict, checks: list[str]) -> list[tuple[str, list
     """Of `checks`, each column of the run's own dtype that a merged dtype run widens (``static_cache`` with
     ``static_cache~bf16``), with its columns in every dtype of the matrix, the run's own first, then
     `columns.DTYPES`' order (None where that dtype has no such column); [] for a matrix of one dtype."""
-    env = envelope["environment"]
-    dtypes = [env.get("dtype", "float32")] + sorted(env.get("dtypes") or {}, key=_dtype_rank)
+    dtypes = matrix_dtypes(envelope)
     if len(dtypes) == 1:
         return []
     present = set(checks)
@@ -223,7 +222,14 @@ def precision_columns(envelope: dict, checks: list[str]) -> list[tuple[str, list
     return found
 
 
-def _dtype_rank(dtype: str) -> int:
+def matrix_dtypes(envelope: dict) -> list[str]:
+    """The dtypes of a matrix's columns: the run's own, then those of the dtype runs merged in (`dtype_rank`)."""
+    env = envelope["environment"]
+    return [env.get("dtype", "float32")] + sorted(env.get("dtypes") or {}, key=dtype_rank)
+
+
+def dtype_rank(dtype: str) -> int:
+    """Where a dtype's columns go among the matrix's dtypes: `columns.DTYPES`' order, any other last."""
     return columns.DTYPES.index(dtype) if dtype in columns.DTYPES else len(columns.DTYPES)
 
 
@@ -546,8 +552,7 @@ def readme_section(envelope: dict) -> str:
         lines += matrix_section(envelope, image_text, [c for _, c in deployed],
                                 headers=[f"`{c}`<br>{runtime}" for runtime, c in deployed]) + [""]
     if widened and image_text:
-        env = envelope["environment"]
-        dtypes = [env.get("dtype", "float32")] + sorted(env.get("dtypes") or {}, key=_dtype_rank)
+        dtypes = matrix_dtypes(envelope)
         named = ", ".join(dtypes[:-1]) + f" and {dtypes[-1]}"
         lines += [f"The same classes by precision: each cell is the check's verdict in {named}, side by side "
                   f"(the columns `{columns.dtype_column('CHECK', dtypes[1])}` and the like; the full report names "

@@ -7,20 +7,20 @@ suite's own rules (`conformance.fingerprints`, `conformance.reasons`, `checks.co
 
 Contracts:
 
-* `run_script(path, timeout, python)` runs one script in a fresh interpreter (``python -I -X faulthandler``:
-  no PYTHON* variables, no user site, no script or working directory on the path; `python` another venv's, default this
+* `run_script(path, timeout, python)` runs one script in a fresh interpreter (``python -I -X faulthandler``: no
+  PYTHON* variables, no user site, no script or working directory on the path; `python` another venv's, default this
   one) from an empty temporary working directory, behind a guard that makes `conformance` impossible to import
-  (entries of the path holding the suite are dropped and an import finder refuses it, so an editable install
-  cannot leak it in). It returns a `Run`: the exit status (None: timed out), the seconds, and its stderr.
+  (entries of the path holding the suite are dropped and an import finder refuses it, so an editable install cannot
+  leak it in). It returns a `Run`: the exit status (None: timed out), the seconds, and its stderr.
 * `tracebacks(text)` parses the printed tracebacks of a run's stderr into `Raised` blocks, in print order (the
   root of a ``raise ... from`` chain first): the frames, dynamo's traced user stack (the frames after
   ``from user code:`` in its message), the exception's type name and its message.
-* `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what,
-  message); of a script that died in native code, its `fatal_error` (`crashed`: the interpreter runs with
-  faulthandler on, and its dump is read as the suite reads a crashed cell's); {} when it printed neither: the exporter columns are named by the root of the chain (the
-  exporters re-raise with their own wrappers), a backend wrapper by the exception it wraps and the innermost
-  inductor/AOTAutograd frame, any other by the exception that propagated. A kind the words decide
-  (data-dependent guard, unsupported) is theirs; which step a generic exception came from is the script's
+* `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what, message); of
+  a script that died in native code, its `fatal_error` (`crashed`: the interpreter runs with faulthandler on, and
+  its dump is read as the suite reads a crashed cell's); {} when it printed neither. The exporter columns are named
+  by the root of the chain (the exporters re-raise with their own wrappers), a backend wrapper by the exception it
+  wraps and the innermost inductor/AOTAutograd frame, any other by the exception that propagated. A kind the words
+  decide (data-dependent guard, unsupported) is theirs; which step a generic exception came from is the script's
   structure, so the group's generic kind is kept (`GENERIC`).
 * `judge(group, run, check)` is (reproduces, why): it reproduces when the script raised and the fingerprint has
   the group's kind, one of its exception types (when the group records any) and its key (its site, its guard,
@@ -31,8 +31,8 @@ Contracts:
 * `previous_verdicts(folder)` reads the verdicts of a folder's index (with each script's text) before its
   scripts are written again; `keep_verdicts(entries, folder, previous)` gives an entry whose new script has
   the same code (`same_code`: the header docstring, comments and layout aside) its old verdict and returns
-  the others (`findings --verify --keep-verified`: a verification
-  spread over several sessions, in the same venv).
+  the others (`findings --verify --keep-verified`: a verification spread over several sessions, in the same
+  venv).
 """
 
 from __future__ import annotations

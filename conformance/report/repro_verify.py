@@ -15,13 +15,13 @@ Contracts:
 * `tracebacks(text)` parses the printed tracebacks of a run's stderr into `Raised` blocks, in print order (the
   root of a ``raise ... from`` chain first): the frames, dynamo's traced user stack (the frames after
   ``from user code:`` in its message), the exception's type name and its message.
-* `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what, message); of
-  a script that died in native code, its `fatal_error` (`crashed`: the interpreter runs with faulthandler on, and
-  its dump is read as the suite reads a crashed cell's); {} when it printed neither. The exporter columns are named
-  by the root of the chain (the exporters re-raise with their own wrappers), a backend wrapper by the exception it
-  wraps and the innermost inductor/AOTAutograd frame, any other by the exception that propagated. A kind the words
-  decide (data-dependent guard, unsupported) is theirs; which step a generic exception came from is the script's
-  structure, so the group's generic kind is kept (`GENERIC`).
+* `observed(run, check)` is the fingerprint of what the script raised (kind, where, error, guard, what, message), or
+  {} when it printed no traceback (a script that dies in native code prints faulthandler's dump instead, which
+  `judge` quotes but does not judge: the suite's dump parser, `run.isolation.crash_frame`, is in a later stage than
+  this module). The exporter columns are named by the root of the chain (the exporters re-raise with their own
+  wrappers), a backend wrapper by the exception it wraps and the innermost inductor/AOTAutograd frame, any other by
+  the exception that propagated. A kind the words decide (data-dependent guard, unsupported) is theirs; which step a
+  generic exception came from is the script's structure, so the group's generic kind is kept (`GENERIC`).
 * `judge(group, run, check)` is (reproduces, why): it reproduces when the script raised and the fingerprint has
   the group's kind, one of its exception types (when the group records any) and its key (its site, its guard,
   or, for a failure the check states in words, the group's masked words in the assertion's masked message);
@@ -70,6 +70,7 @@ runpy.run_path(script, run_name="__main__")
 GENERIC = {"exception", "export_error", "backend", "call_order", "specialisation"}
 UNSUPPORTED = {"unsupported", "graph_break", "call_order", "export_error"}  # kinds an Unsupported can be
 WORDED = {"contract", "numerical_mismatch", "recompile"}  # stated by an assertion of the script, in words
+FATAL_MARK = "Fatal Python error: "  # faulthandler's first line when a script dies in native code
 GUARD_MARK = "failed guard: "  # the templates' recompile assertions quote dynamo's guard-failure reason after it
 FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
 EXCEPTION_LINE = re.compile(r"^([A-Za-z_][\w.]*)(?:: (.*))?$")
@@ -154,7 +155,7 @@ def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
 
     blocks = tracebacks(run.stderr)
     if not blocks:
-        return crashed(run.stderr)
+        return {}
     raised = blocks[0] if check.startswith("exporter_") else blocks[-1]
     found = {"error": raised.error, "message": " ".join(raised.message.split())[:400]}
     if group_kind == "backend" or raised.error in backend.WRAPPERS:
@@ -176,24 +177,6 @@ def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
     return {**found, "kind": kind, "where": where}
 
 
-def crashed(stderr: str) -> dict:
-    """The `fatal_error` fingerprint of a script that died in native code (faulthandler's dump on its stderr,
-    read as the suite reads a crashed cell's: `run.isolation.crash_frame`, site at the crashed thread's innermost
-    Python frame); {} when it printed none."""
-    from conformance.reasons import site
-    from conformance.run.isolation import crash_frame
-
-    with tempfile.TemporaryDirectory(prefix="repro-crash-") as folder:
-        dump = Path(folder) / "stderr.txt"
-        dump.write_text(stderr)
-        found = crash_frame(dump)
-    if found is None:
-        return {}
-    message, frame = found
-    return {"error": "", "message": f"Fatal Python error: {message}", "kind": "fatal_error",
-            "what": fingerprints.mask(message), "where": site(*frame) if frame else ""}
-
-
 def _describe(found: dict) -> str:
     parts = [found.get("kind", "?")]
     key = found.get("guard") or found.get("where") or found.get("what") or ""
@@ -212,8 +195,12 @@ def judge(group: findings.Group, run: Run, check: str = "") -> tuple[bool, str]:
                       "(it may need the suite's call order or its exact inputs)"
     found = observed(run, check, group.kind)
     if not found:
-        last = next((line for line in reversed(run.stderr.splitlines()) if line.strip()), "")
-        return False, f"the script printed no traceback (exit status {run.status}): {last[:200]}"
+        lines = [line for line in run.stderr.splitlines() if line.strip()]
+        fatal = next((line for line in lines if line.startswith(FATAL_MARK)), None)
+        if fatal:  # faulthandler's dump: judging its frames needs the suite's dump parser, which is in run/
+            return False, (f"the script died in native code (exit status {run.status}): {fatal[:200]}; the verifier "
+                           "does not judge a native crash's frames yet")
+        return False, f"the script printed no traceback (exit status {run.status}): {(lines or [''])[-1][:200]}"
     differs = []
     if found["kind"] != group.kind:
         differs.append(f"kind {found['kind']} (the group: {group.kind})")

@@ -146,6 +146,18 @@ def test_hostile_text_stays_text():
     assert 'Evil<b onclick="x">ForConditionalGeneration' in data["names"]
 
 
+def test_a_nan_metric_leaves_the_pages_data_strict_json():
+    """A float16 cell whose logits overflowed records NaN differences: the page's data stays parseable by the
+    browser's JSON.parse (no NaN token), the value written as its name."""
+    envelope = make_envelope()
+    name = next(iter(envelope["models"]))
+    check = next(iter(envelope["models"][name]["cells"]))
+    envelope["models"][name]["cells"][check]["metrics"] = {"max_abs_diff": float("nan"), "ratio": float("-inf")}
+    data_text = Parsed(page.render_html([envelope])).data_text
+    json.loads(data_text, parse_constant=lambda token: pytest.fail(f"{token} in the page's JSON"))
+    assert '"max_abs_diff":"nan"' in data_text and '"ratio":"-inf"' in data_text
+
+
 def test_several_runs_side_by_side_are_grouped_and_labelled_by_what_differs():
     new, old = make_envelope(), make_envelope()
     old["environment"]["transformers"] = "5.23.0"

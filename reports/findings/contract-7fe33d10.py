@@ -1,10 +1,10 @@
 """[StaticCache] contract broken at static cache scores differ from the dynamic cache's at new token # by # > # while
 the tokens agree (float64 witness: #): FSMTForConditionalGeneration (static_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python contract-7fe33d10.py
-The suite saw: static cache scores differ from the dynamic cache's at new token 0 by 0.015 > 1.01e-05 while the
-tokens agree (float64 witness: 0.015)
-Shared by 3 class(es), 5 cell(s) of 2 check(s) (index.json lists them).
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python contract-7fe33d10.py
+The suite saw: static cache scores differ from the dynamic cache's at new token 0 by 0.015 > 0.01 while the tokens
+agree (float64 witness: 0.015)
+Shared by 3 class(es), 7 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch
@@ -12,9 +12,10 @@ from transformers import FSMTConfig, FSMTForConditionalGeneration
 
 CONFIG = FSMTConfig(src_vocab_size=256, tgt_vocab_size=256, d_model=64, encoder_ffn_dim=128, encoder_layers=2,
     encoder_attention_heads=4, decoder_ffn_dim=128, decoder_layers=2, decoder_attention_heads=4)
+DTYPE = torch.float16
 NEW_TOKENS = 10
-ATOL = 1e-05
-RTOL = 1.3e-06
+ATOL = 0.01
+RTOL = 0.001
 
 
 def tiny_model():
@@ -25,17 +26,27 @@ def tiny_model():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
                 param.normal_(0.0, 0.02)
-    return model.eval()
+    return model.to(DTYPE).eval()
+
+
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
 
 
 def sample_inputs():
     """The inputs static_cache fed: token ids literal."""
-    return {
+    inputs = {
         'input_ids': torch.tensor([[1, 1, 1, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]],
             dtype=torch.int64),
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 6, [1] * 9], dtype=torch.int64),
         'decoder_input_ids': torch.tensor([[2, 123, 191], [2, 116, 17]], dtype=torch.int64),
     }
+    return {k: in_dtype(v) for k, v in inputs.items()}
 
 
 def close(actual, expected, atol, rtol):

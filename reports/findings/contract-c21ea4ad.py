@@ -1,10 +1,10 @@
 """[StaticCache] contract broken at after the prefill, the static cache's keys of self-attention layer # differ from
 the dynamic cache's by # > # while the scores agree: GlmImageForConditionalGeneration (static_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python contract-c21ea4ad.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python contract-c21ea4ad.py
 The suite saw: after the prefill, the static cache's keys of self-attention layer 0 differ from the dynamic cache's
-by 0.292 > 1.12e-06 while the scores agree
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+by 0.902 > 0.0105 while the scores agree
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch
@@ -20,9 +20,10 @@ CONFIG = GlmImageConfig(
         intermediate_size=128),
     vq_config=GlmImageVQVAEConfig(embed_dim=64, num_embeddings=64, latent_channels=64), image_token_id=255,
     image_start_token_id=64, image_end_token_id=65)
+DTYPE = torch.float16
 NEW_TOKENS = 10
-ATOL = 1e-05
-RTOL = 1.3e-06
+ATOL = 0.01
+RTOL = 0.001
 
 
 def tiny_model():
@@ -33,13 +34,22 @@ def tiny_model():
         for name, param in model.named_parameters():
             if param.is_floating_point() and not name.endswith("bias") and not param.any():
                 param.normal_(0.0, 0.02)
-    return model.eval()
+    return model.to(DTYPE).eval()
+
+
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
 
 
 def sample_inputs():
     """The inputs static_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
-    return {
+    inputs = {
         'input_ids': torch.tensor([[254, 254, 254, 52, 67, 26, 174, 67, 64] + [255] * 16 + [65, 26, 44, 97, 33, 64],
             [254, 254, 254, 9, 88, 191, 84, 64] + [255] * 16 + [65, 109, 119, 108, 79, 194, 64]], dtype=torch.int64),
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 28, [0, 0, 0] + [1] * 28], dtype=torch.int64),
@@ -47,6 +57,7 @@ def sample_inputs():
         'image_grid_thw': torch.tensor([[1, 4, 4]] * 4, dtype=torch.int64),
         'images_per_sample': torch.full((2,), 2, dtype=torch.int64),
     }
+    return {k: in_dtype(v) for k, v in inputs.items()}
 
 
 def close(actual, expected, atol, rtol):

@@ -4,7 +4,7 @@ cache, or the model's generate bypasses compilation): MusicgenForConditionalGene
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python contract-c3b2d5bb.py
 The suite saw: generate did not compile the decode step (its cache is not a compileable static cache, or the model's
 generate bypasses compilation)
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

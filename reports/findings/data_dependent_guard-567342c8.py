@@ -4,7 +4,7 @@ transformers.models.switch_transformers.modeling_switch_transformers:SwitchTrans
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-567342c8.py
 The suite saw: generate with a StaticCache and compiled decode failed: UserError: Consider annotating your code
 using torch._check*(). Could not extract specialized integer from data-dependent expression u0 (unhinted: u0). ...
-Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+Shared by 1 class(es), 8 cell(s) of 8 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-48ac7646.py
 The suite saw: ValueError: Cannot get conv state for non linear attention layer 0 of type DynamicLayer. (at
 transformers/cache_utils.py:1632)
-Shared by 3 class(es), 7 cell(s) of 3 check(s) (index.json lists them).
+Shared by 3 class(es), 8 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ PI0ForConditionalGeneration (legacy_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python exception-59000130.py
 The suite saw: TypeError: PI0ForConditionalGeneration.forward() missing 1 required positional argument: 'state' (at
 transformers/utils/deprecation.py:173)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.higgs_audio_v2.generation_higgs_audio_v2:HiggsAudioV2Generat
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-6c09fc37.py
 The suite saw: ValueError: HiggsAudioV2 generates audio codebook logits, not text logits. The following logits
 processors are not compatible: ['MinLengthLogitsProcessor', 'MinNewTokensLengthLogitsProcessor']. Only the fol ...
-Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+Shared by 1 class(es), 10 cell(s) of 10 check(s) (index.json lists them).
 """
 
 import torch

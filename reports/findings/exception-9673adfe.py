@@ -4,7 +4,7 @@ T5Gemma2ForConditionalGeneration (static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-9673adfe.py
 The suite saw: TypeError: expected Tensor as element 0 in argument 0, but got NoneType (at
 transformers/models/t5gemma2/modeling_t5gemma2.py:1022)
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

@@ -1,10 +1,10 @@
 """[legacy cache] raises at transformers.models.inkling2.modeling_inkling2:Inkling2TopKRouter.forward:
 Inkling2ForConditionalGeneration (legacy_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python exception-b46ada09.py
-The suite saw: RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16 (at
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python exception-b46ada09.py
+The suite saw: RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::Half (at
 transformers/models/inkling2/modeling_inkling2.py:811)
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 10 cell(s) of 10 check(s) (index.json lists them).
 """
 
 import torch
@@ -18,7 +18,7 @@ CONFIG = Inkling2Config(
     vision_config=Inkling2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, patch_size=8, projection_hidden_dim=256, text_hidden_size=64),
     image_token_id=255)
-DTYPE = torch.bfloat16
+DTYPE = torch.float16
 IDS = 'input_ids'
 CACHE = 'cache'
 DECODE_STEPS = 2

@@ -1,10 +1,10 @@
 """[StaticCache] raises at transformers.models.kosmos2.modeling_kosmos2:_expand_mask: Kosmos2ForConditionalGeneration
 (static_cache).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-bc50f1bb.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python exception-bc50f1bb.py
 The suite saw: ValueError: too many values to unpack (expected 2) (at
 transformers/models/kosmos2/modeling_kosmos2.py:121)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch
@@ -14,20 +14,30 @@ CONFIG = Kosmos2Config(
     text_config=Kosmos2TextConfig(vocab_size=256, embed_dim=64, layers=2, ffn_dim=128, attention_heads=4),
     vision_config=Kosmos2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, image_size=32, patch_size=8))
+DTYPE = torch.float16
 NEW_TOKENS = 10
-ATOL = 1e-05
-RTOL = 1.3e-06
+ATOL = 0.01
+RTOL = 0.001
 
 
 def tiny_model():
     torch.manual_seed(0)
-    return Kosmos2ForConditionalGeneration(CONFIG).eval()
+    return Kosmos2ForConditionalGeneration(CONFIG).to(DTYPE).eval()
+
+
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
 
 
 def sample_inputs():
     """The inputs static_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
-    return {
+    inputs = {
         'input_ids': torch.tensor([[1, 1, 1, 66, 10, 187, 194, 174, 153, 99, 85, 52, 6, 151, 56, 186, 77, 83, 16, 105,
             69, 173, 110, 178, 110, 125, 54, 174, 76, 10, 98, 20, 135, 137, 136, 140, 151, 25, 57, 90, 36, 124, 166, 69,
             124, 51, 170, 119, 38, 78, 141, 123, 103, 180, 10, 87, 119, 88, 89, 91, 199, 112, 98, 69, 43, 170, 89, 73,
@@ -40,6 +50,7 @@ def sample_inputs():
             [False] * 7 + [True] * 64 + [False] * 5], dtype=torch.bool),
         'pixel_values': torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32),
     }
+    return {k: in_dtype(v) for k, v in inputs.items()}
 
 
 def close(actual, expected, atol, rtol):

@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-d7fed30a.py
 The suite saw: ValueError: Cannot call `update_indexer` on layer 0 which is a DynamicLayer; it has no indexer key
 cache (expected a `DynamicIndexedLayer` or `StaticIndexedLayer`). (at transformers/cache_utils.py:1713)
-Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
+Shared by 3 class(es), 9 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ Kosmos2ForConditionalGeneration (legacy_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-dbe43b24.py
 The suite saw: ValueError: You have to specify either `pixel_values` or `image_embeds`. (at
 transformers/models/kosmos2/modeling_kosmos2.py:1612)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

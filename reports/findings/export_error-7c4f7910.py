@@ -4,7 +4,7 @@ MusicgenForConditionalGeneration (export_forward_strict).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-7c4f7910.py
 The suite saw: torch.export.export(strict=True): AssertionError: Dynamo attempts to add additional input during
 export: value=0.8444218635559082, source=RandomValueSource(random_call_index=0) (at builder.py:3467)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ Kosmos2ForConditionalGeneration (exporter_dynamo_generate).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-84b54e01.py
 The suite saw: DynamoExporter.export_for_generation(dynamic=True): RuntimeError: The size of tensor a (83) must
 match the size of tensor b (73) at non-singleton dimension 3 (at transformers/integrations/sdpa_attention.py:182)
-Shared by 2 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
+Shared by 2 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

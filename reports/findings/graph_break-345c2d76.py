@@ -4,7 +4,7 @@ transformers.models.switch_transformers.modeling_switch_transformers:SwitchTrans
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python graph_break-345c2d76.py
 The suite saw: fullgraph compile failed: Unsupported: Attempted to use `torch.nn.Parameter()` constructor with
 Dynamo: Dynamo does not support this (at transformers/models/switch_transformers/modeling_switch_transformers. ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

@@ -3,7 +3,7 @@
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python numerical_mismatch-327c33b9.py
 The suite saw: decode step 1 from DynamicCache(tuples): logits differ from eager by 0.00725 > 1.01e-05
-Shared by 2 class(es), 3 cell(s) of 2 check(s) (index.json lists them).
+Shared by 2 class(es), 4 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

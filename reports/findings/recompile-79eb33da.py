@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python recompile-79eb33da.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].self_attention_cache.layers[0].cumulative_length_int == 4 (at ...
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

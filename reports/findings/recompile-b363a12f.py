@@ -4,7 +4,7 @@ transformers.cache_utils:StaticSlidingWindowLayer.get_mask_sizes: InklingForCond
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-b363a12f.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 13 (at transformers/cache_utils.py:629 in get_mask_sizes)
-Shared by 3 class(es), 7 cell(s) of 3 check(s) (index.json lists them).
+Shared by 3 class(es), 8 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import inspect

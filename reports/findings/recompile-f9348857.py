@@ -4,7 +4,7 @@ models.unlimited_ocr.modeling_unlimited_ocr:UnlimitedOcrStaticReferenceSlidingWi
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-f9348857.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 15 (at ...
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ Molmo2ForConditionalGeneration (export_static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-1827035f.py
 The suite saw: torch.export.export(strict=True): Unsupported: Unsupported context manager (at
 transformers/utils/output_capturing.py:239)
-Shared by 13 class(es), 52 cell(s) of 4 check(s) (index.json lists them).
+Shared by 13 class(es), 78 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ InklingForConditionalGeneration (export_static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python unsupported-1dbf15ae.py
 The suite saw: torch.export.export(strict=True): Unsupported: Observed exception (at
 transformers/cache_utils.py:1632)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ Ovis2ForConditionalGeneration (export_forward_strict).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-3bf7256b.py
 The suite saw: torch.export.export(strict=True): Unsupported: Data-dependent branching (at
 transformers/models/ovis2/modeling_ovis2.py:566)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

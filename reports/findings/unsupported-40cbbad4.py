@@ -4,7 +4,7 @@ InstructBlipForConditionalGeneration (export_static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-40cbbad4.py
 The suite saw: decode program: torch.export.export(strict=True): Unsupported: failed to bind arguments when
 attempting to inline (at transformers/utils/generic.py:1036)
-Shared by 3 class(es), 6 cell(s) of 2 check(s) (index.json lists them).
+Shared by 3 class(es), 9 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import inspect

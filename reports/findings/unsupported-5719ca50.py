@@ -4,7 +4,7 @@ Kosmos2ForConditionalGeneration (export_static_cache).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-5719ca50.py
 The suite saw: torch.export.export(strict=True): Unsupported: Data-dependent branching (at
 transformers/models/kosmos2/modeling_kosmos2.py:1010)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ transformers.models.moshi.modeling_moshi:MoshiForConditionalGeneration.forward: 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-905868a1.py
 The suite saw: decode program: torch.export.export(strict=True): Unsupported: TypeError when making fake tensor call
 (at transformers/models/moshi/modeling_moshi.py:1001)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import inspect

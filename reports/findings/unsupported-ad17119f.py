@@ -4,7 +4,7 @@ transformers.models.hy_v4_vl.modeling_hy_v4_vl:HYV4VLVisionPatchEmbed.interpolat
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-ad17119f.py
 The suite saw: torch.export.export(strict=True): Unsupported: TypeError when making fake tensor call (at
 transformers/models/hy_v4_vl/modeling_hy_v4_vl.py:800)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

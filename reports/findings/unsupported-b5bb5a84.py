@@ -4,7 +4,7 @@ transformers.models.switch_transformers.modeling_switch_transformers:SwitchTrans
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python unsupported-b5bb5a84.py
 The suite saw: torch.export.export(strict=True): Unsupported: Attempted to use `torch.nn.Parameter()` with export
 (at transformers/models/switch_transformers/modeling_switch_transformers.py:99)
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

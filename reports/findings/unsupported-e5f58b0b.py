@@ -4,7 +4,7 @@ transformers.models.voxtral_realtime.modeling_voxtral_realtime:VoxtralRealtimeCa
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-e5f58b0b.py
 The suite saw: torch.export.export(strict=True): Unsupported: Unsupported context manager (at
 transformers/models/voxtral_realtime/modeling_voxtral_realtime.py:229)
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

@@ -1,10 +1,10 @@
 """[torch.export] unsupported construct at
 transformers.models.llava_onevision.modeling_llava_onevision:LlavaOnevisionModel.get_image_features:
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python unsupported-eecc488d.py
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python unsupported-eecc488d.py
 The suite saw: torch.export.export(strict=True): Unsupported: Failed to trace builtin operator (at
 transformers/models/llava_onevision/modeling_llava_onevision.py:339)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch
@@ -18,24 +18,38 @@ CONFIG = LlavaOnevisionConfig(
         layer_types=['full_attention', 'full_attention']),
     image_token_index=254, video_token_index=255,
     image_grid_pinpoints=[[32, 32], [32, 64], [32, 96], [64, 32], [64, 64], [64, 96], [96, 32], [96, 64], [96, 96]])
+DTYPE = torch.float16
 CONSTANTS = {'use_cache': False}
 
 
 def tiny_model():
     torch.manual_seed(0)
-    return LlavaOnevisionForConditionalGeneration(CONFIG).eval()
+    return LlavaOnevisionForConditionalGeneration(CONFIG).to(DTYPE).eval()
 
 
-# The inputs export_forward_strict fed: token ids literal; pixel_values seeded random of the recorded shape.
-g = torch.Generator().manual_seed(0)
-inputs = {
-    'input_ids': torch.tensor([[0, 0, 0, 84, 16, 146, 48, 11] + [254] * 52 + [137, 92, 67, 116], [0, 0, 0, 180, 84, 18,
-        182] + [254] * 52 + [44, 32, 76, 15, 75]], dtype=torch.int64),
-    'attention_mask': torch.tensor([[0, 0, 0] + [1] * 61, [0, 0, 0] + [1] * 61], dtype=torch.int64),
-    'pixel_values': torch.randn((2, 3, 3, 32, 32), generator=g, dtype=torch.float32),
-    'image_sizes': torch.tensor([[32, 64], [32, 64]], dtype=torch.int64),
-    'batch_num_images': torch.full((2,), 1, dtype=torch.int64),
-}
+def in_dtype(value):
+    """Floating tensors cast to the run's dtype (DTYPE), as the suite cast the inputs it fed."""
+    if isinstance(value, torch.Tensor) and value.is_floating_point():
+        return value.to(DTYPE)
+    if isinstance(value, (list, tuple)):
+        return type(value)(in_dtype(v) for v in value)
+    return value
 
+
+def sample_inputs():
+    """The inputs export_forward_strict fed: token ids literal; pixel_values seeded random of the recorded shape."""
+    g = torch.Generator().manual_seed(0)
+    inputs = {
+        'input_ids': torch.tensor([[0, 0, 0, 84, 16, 146, 48, 11] + [254] * 52 + [137, 92, 67, 116], [0, 0, 0, 180, 84,
+            18, 182] + [254] * 52 + [44, 32, 76, 15, 75]], dtype=torch.int64),
+        'attention_mask': torch.tensor([[0, 0, 0] + [1] * 61, [0, 0, 0] + [1] * 61], dtype=torch.int64),
+        'pixel_values': torch.randn((2, 3, 3, 32, 32), generator=g, dtype=torch.float32),
+        'image_sizes': torch.tensor([[32, 64], [32, 64]], dtype=torch.int64),
+        'batch_num_images': torch.full((2,), 1, dtype=torch.int64),
+    }
+    return {k: in_dtype(v) for k, v in inputs.items()}
+
+
+inputs = sample_inputs()
 with torch.no_grad():
     torch.export.export(tiny_model(), (), kwargs=dict(inputs, **CONSTANTS), strict=True)

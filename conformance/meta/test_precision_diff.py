@@ -26,7 +26,8 @@ def _envelope() -> dict:
             "build~bf16": _cell("fail", "no", {"kind": "exception", "where": "m:f"}),
             "export_forward": _cell("pass"), "export_forward~bf16": _cell("pass"),
             "legacy_cache~fp16": _cell("fail", "differ", {"kind": "numerical_mismatch", "what": "logits differ"}),
-            "legacy_cache": _cell("pass")}}}}
+            "legacy_cache": _cell("pass"),
+            "compile_decode": _cell("fail", "logits differ by 0.0097 > 1e-05"), "compile_decode~bf16": _cell("pass")}}}}
 
 
 def test_a_cell_failing_only_in_half_precision_is_named_with_its_site_and_one_failing_in_both_is_counted():
@@ -37,6 +38,7 @@ def test_a_cell_failing_only_in_half_precision_is_named_with_its_site_and_one_fa
     text = "\n".join(precision_diff.render([_envelope()]))
     assert "bfloat16: 1 cell(s) fail in bfloat16 and pass in the run's own dtype; 1 fail in both" in text
     assert "/ legacy_cache: numerical_mismatch (passes in float32): differ" in text
+    assert "1 cell(s) pass in bfloat16 and fail in float32" in text and "0.0097 > 1e-05" in text
     assert "modeling_a.py:811" in text and text.index("bfloat16:") < text.index("\nfloat16: 1")
 
 

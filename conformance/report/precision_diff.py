@@ -5,8 +5,9 @@ bfloat16 run merged into a float32 matrix, `conformance.columns.split_dtype`) wh
 known failure counted as the failure it is) while the same check of the same class passed in the run's own dtype.
 Each `HalfOnly` carries the failure's code site (the fingerprint's ``where``; none for a contract or a numerical
 mismatch) and the cell's one-line reason, which names the operator or line that differs. `render(envelopes)` is
-the findings section: a line per cell, grouped per dtype, with the count of each dtype's cells that fail in both;
-nothing when no run holds a dtype column. Torch-free.
+the findings section: a line per cell, grouped per dtype, with the count of each dtype's cells that fail in both,
+and the cells that pass in the dtype but fail in the run's own (a difference below the dtype's tolerance); nothing
+when no run holds a dtype column. Torch-free.
 """
 
 from __future__ import annotations
@@ -74,5 +75,13 @@ def render(envelopes: list[dict]) -> list[str]:
                      "both (the checks' own verdicts, known failures counted as failures).")
         lines += [f"- `{f.row}` / {f.column}: {f.kind}{f' at {f.site}' if f.site else ''} (passes in {main})"
                   + (f": {_short(f.reason)}" if f.reason else "") for f in mine]
+        hidden = [(name, base, plain) for _, name, base, d, cell, plain in cells if d == dtype
+                  and cell.get("observed") == "pass" and plain is not None and plain.get("observed") in FAILING]
+        if hidden:
+            lines.append(f"The other way round, {len(hidden)} cell(s) pass in {dtype} and fail in {main}: a difference "
+                         f"{main} sees can be below {dtype}'s tolerance, which then cannot see it (the {main} verdict "
+                         "stands):")
+            lines += [f"- `{name}` / {base}: {_short(' '.join(str(plain.get('reason') or '').split()))}"
+                      for name, base, plain in hidden]
         lines.append("")
     return lines

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from conformance import columns
-from conformance.report.render import dtype_rank
+from conformance.report.render import dtype_contrast, dtype_rank
 from conformance.verdicts import FAILING
 
 REASON_CHARS = 160
@@ -33,20 +33,21 @@ class HalfOnly:
 
 
 def _dtype_cells(envelopes: list[dict]):
-    """(envelope, row name, column of the run's dtype, dtype, cell, the run's-dtype cell or None) per dtype cell."""
+    """(envelope, row name, column, column of the run's dtype, dtype, cell, the run's-dtype cell or None) per dtype
+    cell."""
     for envelope in envelopes:
         for name, row in sorted(envelope["models"].items()):
             for column, cell in sorted(row["cells"].items()):
                 base, dtype = columns.split_dtype(column)
                 if dtype:
-                    yield envelope, name, base, dtype, cell, row["cells"].get(base)
+                    yield envelope, name, column, base, dtype, cell, row["cells"].get(base)
 
 
 def half_only(envelopes: list[dict]) -> list[HalfOnly]:
-    """The dtype cells that fail where the run's own dtype passes (see the module)."""
+    """The dtype cells that fail where the run's own dtype passes (`render.dtype_contrast`, see the module)."""
     found = []
-    for envelope, name, base, dtype, cell, plain in _dtype_cells(envelopes):
-        if cell.get("observed") in FAILING and plain is not None and plain.get("observed") == "pass":
+    for envelope, name, column, base, dtype, cell, _ in _dtype_cells(envelopes):
+        if dtype_contrast(envelope, name, column) == "passes":
             fingerprint = cell.get("fingerprint") or {}
             found.append(HalfOnly(name, base, dtype, envelope["environment"].get("dtype", "float32"),
                                   fingerprint.get("kind", cell["observed"]),
@@ -66,16 +67,16 @@ def render(envelopes: list[dict]) -> list[str]:
         return []
     found = half_only(envelopes)
     lines = ["## Failures in half precision only", ""]
-    for dtype in sorted({c[3] for c in cells}, key=dtype_rank):
+    for dtype in sorted({c[4] for c in cells}, key=dtype_rank):
         mine = [f for f in found if f.dtype == dtype]
-        both = sum(1 for _, _, _, d, cell, plain in cells if d == dtype and cell.get("observed") in FAILING
+        both = sum(1 for _, _, _, _, d, cell, plain in cells if d == dtype and cell.get("observed") in FAILING
                    and plain is not None and plain.get("observed") in FAILING)
         main = mine[0].main_dtype if mine else "float32"
         lines.append(f"{dtype}: {len(mine)} cell(s) fail in {dtype} and pass in the run's own dtype; {both} fail in "
                      "both (the checks' own verdicts, known failures counted as failures).")
         lines += [f"- `{f.row}` / {f.column}: {f.kind}{f' at {f.site}' if f.site else ''} (passes in {main})"
                   + (f": {_short(f.reason)}" if f.reason else "") for f in mine]
-        hidden = [(name, base, plain) for _, name, base, d, cell, plain in cells if d == dtype
+        hidden = [(name, base, plain) for _, name, _, base, d, cell, plain in cells if d == dtype
                   and cell.get("observed") == "pass" and plain is not None and plain.get("observed") in FAILING]
         if hidden:
             lines.append(f"The other way round, {len(hidden)} cell(s) pass in {dtype} and fail in {main}: a difference "

@@ -367,6 +367,15 @@ def dtype_only(envelope: dict, model: str, column: str) -> str:
     "bfloat16 only: passes in float32" when the same check of the same class passes in the run's own dtype,
     "bfloat16 only: fails otherwise in float32" when it fails there with another fingerprint; else "" (the same
     failure in both, a column of the run's own dtype, or no such cell: nothing to compare)."""
+    contrast = dtype_contrast(envelope, model, column)
+    if not contrast:
+        return ""
+    return f"{columns.split_dtype(column)[1]} only: {contrast} in {envelope['environment'].get('dtype', 'float32')}"
+
+
+def dtype_contrast(envelope: dict, model: str, column: str) -> str:
+    """`dtype_only`'s rule, in one place: "passes" or "fails otherwise" (what the same check of the same class does
+    in the run's own dtype, where a dtype column's cell fails), else ""."""
     base, dtype = columns.split_dtype(column)
     main = envelope["environment"].get("dtype", "float32")
     row = envelope["models"].get(model, {}).get("cells", {})
@@ -374,10 +383,10 @@ def dtype_only(envelope: dict, model: str, column: str) -> str:
     if not dtype or dtype == main or cell is None or other is None or cell["observed"] not in FAILING:
         return ""
     if passed(other):
-        return f"{dtype} only: passes in {main}"
+        return "passes"
     if other["observed"] in FAILING and None not in (cell.get("fingerprint"), other.get("fingerprint")) and \
             cell["fingerprint"] != other["fingerprint"]:
-        return f"{dtype} only: fails otherwise in {main}"
+        return "fails otherwise"
     return ""
 
 

@@ -12,6 +12,7 @@ checks, and the upstream issues and pull requests the findings already link (`Gr
 
 from __future__ import annotations
 
+from conformance.columns import split as split_column
 from conformance.report import findings
 from conformance.report.reproduce import column_dtype, reproducer
 
@@ -55,8 +56,8 @@ def _observed(entry, reason: str) -> str:
 
 def _environment(envelope: dict, check: str) -> list[str]:
     env = envelope["environment"]
-    base = check.split("@", 1)[0]
-    backend = check.split("@", 1)[1] if "@" in check else env.get("backend", "eager")
+    base, column_backend = split_column(check)
+    backend = column_backend or env.get("backend", "eager")
     compiles = base.startswith("compile_")
     needs = (envelope.get("check_info") or {}).get(base, {}).get("requires") or []
     return [f"- transformers {env.get('transformers')}, torch {env.get('torch')}, python {env.get('python', '?')}",

@@ -185,6 +185,17 @@ def test_a_published_matrix_with_inductor_columns_judges_the_compile_flag_by_the
     assert "`compile_prefill@inductor`" in text
 
 
+def test_a_half_precision_column_decides_no_flag():
+    run = make_run({"BetaForConditionalGeneration": row(False, cell("pass"), cell("pass"))})
+    run["checks"].append("compile_prefill~bf16")
+    run["check_info"]["compile_prefill~bf16"] = {**CHECK_INFO["compile_prefill"], "dtype": "bfloat16"}
+    run["models"]["BetaForConditionalGeneration"]["cells"]["compile_prefill~bf16"] = failed(
+        "compiled logits differ from eager by 0.03 > 0.016", "numerical_mismatch")
+    assert render.flag_checks(run)[FLAG] == COMPILE  # the float32 columns only: a bf16-only failure is a finding
+    _, underclaimed = render.flag_disagreements(run)
+    assert "BetaForConditionalGeneration" in {d.model for d in underclaimed}
+
+
 def test_a_run_under_another_backend_without_compile_columns_is_refused():
     other = make_run(backend="inductor")
     other["checks"] = ["build"]

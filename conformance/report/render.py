@@ -253,10 +253,14 @@ def split_classes(envelope: dict) -> tuple[list[str], list[str]]:
 
 
 def flag_checks(envelope: dict) -> dict[str, tuple[str, ...]]:
-    """Declared capability flag -> the checks of the run that observe it (the run's `check_info`)."""
+    """Declared capability flag -> the checks of the run that observe it (the run's `check_info`), in the run's own
+    dtype: a flag declares what the code can do in any dtype, so a half-precision column (``~bf16``) decides none (a
+    failure in half precision only is a finding of its own, `precision_diff`)."""
     info = envelope.get("check_info") or {}
     flags: dict[str, list[str]] = {}
     for check_id in envelope["checks"]:
+        if columns.split_dtype(check_id)[1]:
+            continue
         for flag in (info.get(check_id) or {}).get("observes", []):
             flags.setdefault(flag, []).append(check_id)
     return {flag: tuple(checks) for flag, checks in flags.items()}

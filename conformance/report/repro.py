@@ -255,7 +255,7 @@ def render_script(ctx: Context, steps: Steps, envelope: dict) -> tuple[str, str]
         source = repro_source.wrap(repro_source.prune(source))
     except SyntaxError as exc:
         raise NoTemplate(f"the generator wrote invalid Python (a bug of vlm-conformance): {exc}") from None
-    return re.sub(r"\n{4,}", "\n\n\n", re.sub(r"\n\n+(import torch)", r"\n\n\1", source)), fallback
+    return repro_source.tidy(source), fallback
 
 
 def entry(group: findings.Group) -> Entry:

@@ -13,12 +13,14 @@ Contracts:
   continues a line implicitly), the rest indented four more than the line; a line without such a comma (a long
   string) stays as it is.
 * `long_lines(source, limit)` counts the lines longer than `limit` (the issue's 120).
+* `tidy(source)` leaves at most two blank lines in a row, and one before ``import torch``.
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import re
 import tokenize
 
 LIMIT = 120
@@ -140,3 +142,7 @@ def wrap(source: str, width: int = LIMIT) -> str:
 
 def long_lines(source: str, limit: int = LIMIT) -> int:
     return sum(len(line) > limit for line in source.splitlines())
+
+
+def tidy(source: str) -> str:
+    return re.sub(r"\n{4,}", "\n\n\n", re.sub(r"\n\n+(import torch)", r"\n\n\1", source))

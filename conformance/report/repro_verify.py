@@ -27,12 +27,14 @@ Contracts:
   or, for a failure the check states in words, the group's masked words in the assertion's masked message);
   otherwise `why` names what differs, or that it timed out or ran to the end without failing (never a pass).
 * `verify(entries, groups, folder, timeout, progress, python)` runs every entry's script and records
-  `verified`, `seconds`, `observed` and `why` on the entry.
+  `verified`, `seconds`, `observed` and `why` on the entry. A script that reproduces before its last statement
+  is cut after the statement that raised (`repro_cut`) and run again: the cut stays (with a note, `CUT_NOTE`)
+  only when it reproduces with the same fingerprint, else the whole script is written back.
 * `previous_verdicts(folder)` reads the verdicts of a folder's index (with each script's text) before its
   scripts are written again; `keep_verdicts(entries, folder, previous)` gives an entry whose new script has
   the same code (`same_code`: the header docstring, comments and layout aside) its old verdict and returns
   the others (`findings --verify --keep-verified`: a verification spread over several sessions, in the same
-  venv).
+  venv); a new script that is the old one before its cut is cut the same way (`repro_cut.recut`) first.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from conformance import fingerprints
-from conformance.report import findings
+from conformance.report import findings, repro_cut
 
 TIMEOUT = 600.0
 STDERR_KEPT = 60_000  # characters of a script's stderr kept (its last traceback is at the end)
@@ -228,8 +230,32 @@ def verify(entries, groups: list[findings.Group], folder: Path, timeout: float =
         entry.seconds = run.seconds
         entry.observed = observed(run, entry.check, group.kind) if run.status else {}
         entry.verified, entry.why = judge(group, run, entry.check)
+        if entry.verified:
+            _cut_after_raise(entry, group, folder / entry.script, run, timeout, python)
         if progress:
             progress(entry)
+
+
+CUT_NOTE = "ends at the statement that raises: the check's steps after it are cut (verified again after the cut)"
+SAME_FAILURE = ("kind", "where", "error", "what", "guard")  # the fields of `observed` a cut must leave as they were
+
+
+def _cut_after_raise(entry, group: findings.Group, path: Path, run: Run, timeout: float, python: str) -> None:
+    """The script cut after the statement that raised, kept when it fails the same way (see the module)."""
+    text = path.read_text()
+    blocks = tracebacks(run.stderr)
+    index = repro_cut.raising_statement(text, blocks[-1].frames, path) if blocks else None
+    shorter = repro_cut.cut(text, index) if index is not None else text
+    if shorter == text:
+        return
+    path.write_text(shorter)
+    again = run_script(path, timeout, python)
+    found = observed(again, entry.check, group.kind) if again.status else {}
+    if judge(group, again, entry.check)[0] and all(found.get(k) == entry.observed.get(k) for k in SAME_FAILURE):
+        entry.seconds = again.seconds
+        entry.notes.append(CUT_NOTE)
+    else:
+        path.write_text(text)
 
 
 VERDICT_FIELDS = ("verified", "why", "observed", "seconds")
@@ -275,6 +301,11 @@ def keep_verdicts(entries, folder: Path, previous: dict[str, tuple[str, dict]]) 
     left = []
     for entry in entries:
         old = previous.get(entry.group)
+        if entry.script and old and not same_code((folder / entry.script).read_text(), old[0]):
+            shorter = repro_cut.recut((folder / entry.script).read_text(), old[0])
+            if shorter and same_code(shorter, old[0]):
+                (folder / entry.script).write_text(shorter)
+                entry.notes.append(CUT_NOTE)
         if entry.script and old and same_code((folder / entry.script).read_text(), old[0]):
             for name, value in old[1].items():
                 setattr(entry, name, value)

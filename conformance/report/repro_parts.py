@@ -19,7 +19,7 @@ small as the rule allows, with the check's name in its docstring:
 * `VisionPart`, `EmbedPart`, `DecoderPart`, `FunctionalStep`
   (`checks.common.generation`, `onnx_generate`), `image_features`;
 * `StaticCacheModule`, `slot_mask` (`export_static_cache`);
-* `runner_kwargs`, `RoutedGenerate`, `bound`
+* `runner_kwargs`, `RoutedGenerate`, `routed`, `bound`
   (`checks.common.exporters`: the `exporter_*` columns).
 """
 
@@ -52,14 +52,11 @@ def close(actual, expected, atol, rtol):
         raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
     if not actual.numel():
         return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
+    a, e = actual.detach().double().flatten(), expected.detach().double().flatten()
+    delta, allowed = torch.where(a == e, torch.zeros_like(a), (a - e).abs()), atol + rtol * e.abs()
+    ratios = delta / allowed
+    worst = int(ratios.isnan().nonzero()[0]) if ratios.isnan().any() else int(ratios.argmax())
+    return bool(ratios[worst] <= 1.0), f"{float(delta[worst]):.3g} > {float(allowed[worst]):.3g}"
 
 
 class LogitsModule(torch.nn.Module):
@@ -274,11 +271,8 @@ class NamedLogitsModule(LogitsModule):
 
 def cache_of(output):
     """The cache a forward returned (`cache` in newer 5.x, `past_key_values` before)."""
-    for name in ("cache", "past_key_values"):
-        value = output.get(name) if isinstance(output, dict) else getattr(output, name, None)
-        if value is not None:
-            return value
-    return None
+    get = output.get if isinstance(output, dict) else lambda name: getattr(output, name, None)
+    return next((get(name) for name in ("cache", "past_key_values") if get(name) is not None), None)
 
 
 def to_legacy(cache):
@@ -380,8 +374,8 @@ def runner_kwargs(runner, owner, inputs):
     ready = {key: value for key, value in inputs.items() if key not in flags}
     with torch.no_grad():
         precompute_export_inputs(owner, ready)
-    metadata = runner.metadata
-    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+    traced, constants = runner.metadata.kwargs, runner.metadata.in_constants
+    return {key: value for key, value in ready.items() if key in traced and key not in constants}
 
 
 class RoutedGenerate:
@@ -391,8 +385,6 @@ class RoutedGenerate:
     PyTorch code ran)."""
 
     def __init__(self, model, runners):
-        import functools
-
         from transformers.exporters.utils import _find_multimodal_submodules
 
         self.model, self.calls, self.eager_calls = model, 0, {}
@@ -403,29 +395,13 @@ class RoutedGenerate:
                     name, self.eager_calls.get(name, 0) + 1))
         for name, runner in runners.items():
             if name not in ("prefill", "decode"):
-                self._route(submodules[name], runner)
-        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
+                routed(submodules[name], lambda runner=runner: runner)
 
-        @functools.wraps(original)
-        def forward(*args, **kwargs):
+        def prefill_then_decode():
             first, self.calls = self.calls == 0, self.calls + 1
-            if first and prefill is None:
-                return original(*args, **kwargs)
-            runner = prefill if first else decode
-            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
+            return runners.get("prefill") if first else runners["decode"]
 
-        model.forward = forward
-
-    def _route(self, module, runner):
-        import functools
-
-        original = module.forward
-
-        @functools.wraps(original)
-        def forward(*args, **kwargs):
-            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
-
-        module.forward = forward
+        routed(model, prefill_then_decode)
 
     def generate(self, request, config):
         import copy
@@ -433,6 +409,23 @@ class RoutedGenerate:
         self.calls = 0
         with torch.no_grad():
             return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+
+
+def routed(module, pick):
+    """`module.forward` replaced: a call goes to the runner `pick()` names (None: the module's own code), given
+    the call's arguments by name as the runner's graph takes them."""
+    import functools
+
+    original = module.forward
+
+    @functools.wraps(original)
+    def forward(*args, **kwargs):
+        runner = pick()
+        if runner is None:
+            return original(*args, **kwargs)
+        return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
+
+    module.forward = forward
 
 
 def bound(original, args, kwargs):
@@ -448,7 +441,6 @@ def bound(original, args, kwargs):
     return named
 
 
-
 NEEDS = {
     "export_and_reload": ("LogitsModule",),
     "NamedLogitsModule": ("LogitsModule",),
@@ -459,14 +451,15 @@ NEEDS = {
     "FunctionalStep": ("DecoderPart",),
     "VisionPart": ("image_features",),
     "StaticCacheModule": ("logits_of", "static_cache", "full_static_layers"),
-    "RoutedGenerate": ("runner_kwargs", "bound"),
+    "RoutedGenerate": ("routed",),
+    "routed": ("runner_kwargs", "bound"),
 }
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
            "torch_onnx_export", "OrtProgram",
-           "runner_kwargs", "bound", "RoutedGenerate")
+           "runner_kwargs", "bound", "RoutedGenerate", "routed")
 
 
 IMPORTS = ("import inspect", "import os", "import tempfile")  # what the pieces use (a script imports them)

@@ -19,7 +19,7 @@ small as the rule allows, with the check's name in its docstring:
 * `VisionPart`, `EmbedPart`, `DecoderPart`, `FunctionalStep`
   (`checks.common.generation`, `onnx_generate`), `image_features`;
 * `StaticCacheModule`, `slot_mask` (`export_static_cache`);
-* `runner_kwargs`, `RoutedGenerate`, `routed`, `bound`
+* `runner_kwargs`, `route`
   (`checks.common.exporters`: the `exporter_*` columns).
 """
 
@@ -378,67 +378,48 @@ def runner_kwargs(runner, owner, inputs):
     return {key: value for key, value in ready.items() if key in traced and key not in constants}
 
 
-class RoutedGenerate:
-    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
-    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
-    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
-    PyTorch code ran)."""
-
-    def __init__(self, model, runners):
-        from transformers.exporters.utils import _find_multimodal_submodules
-
-        self.model, self.calls, self.eager_calls = model, 0, {}
-        submodules = _find_multimodal_submodules(model)
-        for name, module in submodules.items():
-            if name not in runners:
-                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
-                    name, self.eager_calls.get(name, 0) + 1))
-        for name, runner in runners.items():
-            if name not in ("prefill", "decode"):
-                routed(submodules[name], lambda runner=runner: runner)
-
-        def prefill_then_decode():
-            first, self.calls = self.calls == 0, self.calls + 1
-            return runners.get("prefill") if first else runners["decode"]
-
-        routed(model, prefill_then_decode)
-
-    def generate(self, request, config):
-        import copy
-
-        self.calls = 0
-        with torch.no_grad():
-            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
-
-
-def routed(module, pick):
-    """`module.forward` replaced: a call goes to the runner `pick()` names (None: the module's own code), given
-    the call's arguments by name as the runner's graph takes them."""
+def route(model, runners):
+    """Makes `model` call its runners: a named submodule (transformers' `_find_multimodal_submodules`) that is a
+    component its own, the first forward of a generate `prefill` (if any, else its own code), every later one
+    `decode`. Returns the names of the calls of named submodules no component covers (their PyTorch code ran)."""
     import functools
 
-    original = module.forward
+    from transformers.exporters.utils import _find_multimodal_submodules
 
-    @functools.wraps(original)
-    def forward(*args, **kwargs):
-        runner = pick()
-        if runner is None:
-            return original(*args, **kwargs)
-        return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
+    eager_calls, forwards = [], []
 
-    module.forward = forward
+    def to_runner(module, pick):  # each call to the runner pick() names (None: the module's own code)
+        original = module.forward
 
+        @functools.wraps(original)
+        def forward(*args, **kwargs):
+            runner = pick()
+            if runner is None:
+                return original(*args, **kwargs)
+            named = inspect.signature(original).bind(*args, **kwargs).arguments  # by name, **kwargs merged
+            kinds = {k: p.kind for k, p in inspect.signature(original).parameters.items()}
+            spread = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+            call = {k: v for k, v in named.items() if kinds[k] not in spread}
+            call.update(next((v for k, v in named.items() if kinds[k] is inspect.Parameter.VAR_KEYWORD), {}))
+            return runner(**runner_kwargs(runner, module, call))
 
-def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged."""
-    signature = inspect.signature(original)
-    named = {}
-    for name, value in signature.bind(*args, **kwargs).arguments.items():
-        kind = signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            named.update(value)
-        elif kind is not inspect.Parameter.VAR_POSITIONAL:
-            named[name] = value
-    return named
+        module.forward = forward
+
+    submodules = _find_multimodal_submodules(model)
+    for name, module in submodules.items():
+        if name not in runners:
+            module.register_forward_hook(lambda *_, name=name: eager_calls.append(name))
+    for name, runner in runners.items():
+        if name not in ("prefill", "decode"):
+            to_runner(submodules[name], lambda runner=runner: runner)
+
+    def prefill_then_decode():
+        forwards.append(1)
+        return runners.get("prefill") if len(forwards) == 1 else runners["decode"]
+
+    to_runner(model, prefill_then_decode)
+    return eager_calls
+
 
 
 NEEDS = {
@@ -451,15 +432,14 @@ NEEDS = {
     "FunctionalStep": ("DecoderPart",),
     "VisionPart": ("image_features",),
     "StaticCacheModule": ("logits_of", "static_cache", "full_static_layers"),
-    "RoutedGenerate": ("routed",),
-    "routed": ("runner_kwargs", "bound"),
+    "route": ("runner_kwargs",),
 }
 SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_cache", "full_static_layers",
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
            "torch_onnx_export", "OrtProgram",
-           "runner_kwargs", "bound", "RoutedGenerate", "routed")
+           "runner_kwargs", "route")
 
 
 IMPORTS = ("import inspect", "import os", "import tempfile")  # what the pieces use (a script imports them)

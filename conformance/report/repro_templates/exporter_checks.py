@@ -6,7 +6,7 @@ The script calls what a person deploying the model calls: ``<Backend>Exporter().
 Config(dynamic=True))`` or ``export_for_generation(...)`` with the suite's static-cache generation config, then
 (past an export that succeeds) the backend's runners on the sample, against eager, with the check's words; a
 generation is driven by the model's own `generate` with its components routed to their runners
-(`repro_parts.RoutedGenerate`). A failure on the check's second request (a prompt of another length) is not
+(`repro_parts.route`). A failure on the check's second request (a prompt of another length) is not
 written: the script carries one request.
 """
 
@@ -99,15 +99,17 @@ def exporter_generate(ctx: Context) -> Steps:
             "config = tiny_model().generation_config",
             "config.update(**GENERATION)",
             f"exporter, export_config = {_exporter(backend)}(dynamic=True)",
-            "exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,",
-            "                                           generation_config=config)"]
+            "exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, "
+            "generation_config=config)"]
     if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
         body += [f'runners = exported.to("cpu"{_runner_options(backend)}).runners',
-                 "routed = RoutedGenerate(tiny_model(), runners)",
-                 "actual = routed.generate(inputs, config)",
-                 "if routed.eager_calls:",
-                 "    left_out = sorted(routed.eager_calls)",
-                 '    raise AssertionError(f"export_for_generation left {left_out} out of its components "',
+                 "model = tiny_model()",
+                 "eager_calls = route(model, runners)",
+                 "with torch.no_grad():",
+                 "    actual = model.generate(**copy.deepcopy(inputs), generation_config=copy.deepcopy(config))",
+                 "if eager_calls:",
+                 '    raise AssertionError(f"export_for_generation left {sorted(set(eager_calls))} '
+                 'out of its components "',
                  '                         f"({sorted(exported.components)}), and generate calls them (the "',
                  f"                         {'components chosen by ' + exporters.DECOMPOSITION_SITE + ')'!r})",
                  "with torch.no_grad():",
@@ -120,14 +122,14 @@ def exporter_generate(ctx: Context) -> Steps:
                  "for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):",
                  "    within, beyond = close(a.float(), e.float(), ATOL, RTOL)",
                  "    if not within:",
-                 '        raise AssertionError(f"step {step}: logits from the components differ from "',
-                 '                             f"eager generate by {beyond}")']
-    parts = ("RoutedGenerate", "close")
-    if len(body) > 9 and (ctx.kind not in ("numerical_mismatch", "contract") or "out of its components" in
-                          ctx.cell.reason):  # it fails in the routed generate: no eager reference after it
-        body = body[:9 if ctx.kind not in ("numerical_mismatch", "contract") else 14]
-        parts = ("RoutedGenerate",)
-    return Steps(body, imports=(_exporter_import(backend),), parts=parts, inputs=requests[0][1],
+                 '        raise AssertionError(f"step {step}: logits from the components differ '
+                 'from eager generate by {beyond}")']
+    parts = ("route", "close")
+    if len(body) > 10 and (ctx.kind not in ("numerical_mismatch", "contract") or "out of its components" in
+                           ctx.cell.reason):  # it fails in the routed generate: no eager reference after it
+        body = body[:10 if ctx.kind not in ("numerical_mismatch", "contract") else 14]
+        parts = ("route",)
+    return Steps(body, imports=("import copy", _exporter_import(backend)), parts=parts, inputs=requests[0][1],
                  constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
                             **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "

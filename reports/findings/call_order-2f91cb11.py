@@ -4,7 +4,7 @@ transformers.models.voxtral_realtime.modeling_voxtral_realtime:VoxtralRealtimeCo
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python call_order-2f91cb11.py
 The suite saw: call order changes the verdict: compiled before any eager call: fullgraph compile failed:
 Unsupported: Unsupported context manager: Dynamo does not know how to enter a `RLock` context manager. (at ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

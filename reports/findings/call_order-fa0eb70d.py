@@ -4,7 +4,7 @@ transformers.models.bigbird_pegasus.modeling_bigbird_pegasus:BigBirdPegasusEncod
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python call_order-fa0eb70d.py
 The suite saw: call order changes the verdict: compiled before any eager call: fullgraph compile failed:
 Unsupported: logging.Logger method not supported for non-export cases: logging.Logger methods are not supporte ...
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

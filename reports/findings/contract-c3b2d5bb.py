@@ -4,13 +4,13 @@ cache, or the model's generate bypasses compilation): MusicgenForConditionalGene
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python contract-c3b2d5bb.py
 The suite saw: generate did not compile the decode step (its cache is not a compileable static cache, or the model's
 generate bypasses compilation)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import (EncodecConfig, MusicgenConfig, MusicgenDecoderConfig, MusicgenForConditionalGeneration,
     T5Config)
-from torch._dynamo.utils import counters, guard_failures
+from torch._dynamo.utils import counters
 from transformers import LogitsProcessorList
 from transformers.generation.configuration_utils import CompileConfig
 
@@ -21,8 +21,6 @@ CONFIG = MusicgenConfig(
     decoder=MusicgenDecoderConfig(vocab_size=64, num_hidden_layers=2, ffn_dim=128, num_attention_heads=4,
         hidden_size=64, pad_token_id=64, bos_token_id=64))
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
 NEW_TOKENS = 5
 
 
@@ -45,22 +43,6 @@ inputs = {
     'decoder_input_ids': torch.tensor([[64, 24, 24], [64, 12, 58], [64, 1, 38], [64, 39, 23], [64, 46, 24], [64, 17,
         37], [64, 25, 13], [64, 8, 9]], dtype=torch.int64),
 }
-
-def close(actual, expected, atol, rtol):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def greedy(model, inputs, new_tokens, **extra):
@@ -89,12 +71,3 @@ if breaks:
 if not counters["stats"]["unique_graphs"]:
     raise AssertionError("generate did not compile the decode step (its cache is not a "
                   "compileable static cache, or the model's generate bypasses compilation)")
-failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
-if failed:
-    raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
-for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        what = "prefill" if step == 0 else f"decode step {step}"
-        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
-                                  f"dynamic-cache decoding by {beyond}")

@@ -4,7 +4,7 @@ transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionPatchEmbed.for
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-90a22a41.py
 The suite saw: fullgraph compile failed: InternalTorchDynamoError: PendingUnbackedSymbolNotFound: Pending unbacked
 symbols {u2} not in returned outputs FakeTensor(..., size=(u0*u1*u2, 64)) ((64, 1), 0). (at symbolic_shapes.py:1475)
-Shared by 1 class(es), 11 cell(s) of 11 check(s) (index.json lists them).
+Shared by 1 class(es), 13 cell(s) of 13 check(s) (index.json lists them).
 """
 
 import torch

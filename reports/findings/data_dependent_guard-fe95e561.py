@@ -4,7 +4,7 @@ MvpForConditionalGeneration (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python data_dependent_guard-fe95e561.py
 The suite saw: generate with a StaticCache and compiled decode failed: InternalTorchDynamoError:
 PendingUnbackedSymbolNotFound: Pending unbacked symbols {u0} not in returned outputs FakeTensor(..., size=(-s8 ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

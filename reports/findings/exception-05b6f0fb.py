@@ -4,7 +4,7 @@ Kosmos2ForConditionalGeneration (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-05b6f0fb.py
 The suite saw: IndexError: The shape of the mask [2, 76] at index 1 does not match the shape of the indexed tensor
 [2, 80, 64] at index 1 (at transformers/models/kosmos2/modeling_kosmos2.py:938)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect

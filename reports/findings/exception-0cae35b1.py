@@ -5,7 +5,7 @@ Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32); needs onnxruntim
 exception-0cae35b1.py
 The suite saw: export (transformers.exporters.OnnxExporter): RuntimeError: The tensor has a non-zero number of
 elements, but its data is not allocated yet. (at transformers/models/udop/modeling_udop.py:220)
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import os

@@ -4,7 +4,7 @@ MllamaForConditionalGeneration (compile_decode, backend inductor).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-37f33ab0.py
 The suite saw: RuntimeError: The size of tensor a (17) must match the size of tensor b (13) at non-singleton
 dimension 2 (at transformers/integrations/sdpa_attention.py:182)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ Kosmos2_5ForConditionalGeneration (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-712a2e4d.py
 The suite saw: IndexError: The shape of the mask [2, 28] at index 1 does not match the shape of the indexed tensor
 [2, 32, 64] at index 1 (at transformers/models/kosmos2_5/modeling_kosmos2_5.py:920)
-Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
 import inspect

@@ -113,18 +113,6 @@ def export_part(module, args=(), kwargs=None):
         return torch.export.export(module, args, kwargs or {}, strict=False)
 
 
-def eager_generation(model, inputs, new_tokens):
-    """(the `new_tokens` greedy tokens, each step's logits) of eager generate, end-of-sequence ignored."""
-    config = model.generation_config
-    config.eos_token_id = None
-    if config.pad_token_id is None:
-        config.pad_token_id = 0
-    with torch.no_grad():
-        out = model.generate(**inputs, max_new_tokens=new_tokens, min_new_tokens=new_tokens, do_sample=False,
-                             num_beams=1, output_logits=True, return_dict_in_generate=True)
-    return out.sequences[:, -new_tokens:], list(out.logits)
-
-
 model = tiny_model()
 owner = model  # the module generate decodes with
 placeholders = torch.zeros_like(inputs["input_ids"], dtype=torch.bool)
@@ -153,8 +141,3 @@ with torch.no_grad():
         logits = run("step", run("embed_step", tokens[-1]), list(state))
         logits_list.append(logits.float())
         tokens.append(logits.argmax(-1, keepdim=True))
-logits = logits_list
-with torch.no_grad():
-    reference = tiny_model()
-    eager_generation(reference, inputs, NEW_TOKENS)
-    reference(**inputs)  # a forward without cache

@@ -4,7 +4,7 @@
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python exception-af029d07.py
 The suite saw: generate with a StaticCache and compiled decode failed: IndexError: index_copy_(): index 13 is out of
 bounds for dimension 2 with size 13 (at transformers/cache_utils.py:487)
-Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
 import inspect

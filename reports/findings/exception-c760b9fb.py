@@ -1,15 +1,18 @@
-"""[legacy cache] raises at transformers.models.inkling2_loop.modeling_inkling2_loop:Inkling2LoopTopKRouter.forward:
-Inkling2LoopForConditionalGeneration (legacy_cache).
+"""[torch.compile] raises at transformers.models.inkling2_loop.modeling_inkling2_loop:Inkling2LoopTopKRouter.forward:
+Inkling2LoopForConditionalGeneration (compile_decode, backend inductor).
 
-Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python exception-c760b9fb.py
-The suite saw: RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::Half (at
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python exception-c760b9fb.py
+The suite saw: RuntimeError: expected m1 and m2 to have the same dtype, but got: float != c10::BFloat16 (at
 transformers/models/inkling2_loop/modeling_inkling2_loop.py:1167)
-Shared by 1 class(es), 10 cell(s) of 10 check(s) (index.json lists them).
+Shared by 1 class(es), 14 cell(s) of 14 check(s) (index.json lists them).
 """
+
+import inspect
 
 import torch
 from transformers import (Inkling2LoopConfig, Inkling2LoopForConditionalGeneration, Inkling2LoopTextConfig,
     Inkling2VisionConfig)
+from transformers.generation.configuration_utils import CompileConfig
 
 CONFIG = Inkling2LoopConfig(
     text_config=Inkling2LoopTextConfig(vocab_size=256, unpadded_vocab_size=256, hidden_size=64, num_hidden_layers=2,
@@ -19,11 +22,9 @@ CONFIG = Inkling2LoopConfig(
     vision_config=Inkling2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
         num_attention_heads=4, patch_size=8, projection_hidden_dim=256, text_hidden_size=64),
     image_token_id=255)
-DTYPE = torch.float16
-IDS = 'input_ids'
-CACHE = 'cache'
-DECODE_STEPS = 2
-EXTRA = {'next_sequence_length': 1, 'is_first_iteration': False}
+DTYPE = torch.bfloat16
+BACKEND = 'inductor'
+NEW_TOKENS = 5
 
 
 def tiny_model():
@@ -41,7 +42,7 @@ def in_dtype(value):
 
 
 def sample_inputs():
-    """The inputs legacy_cache fed: token ids literal; pixel_values seeded random of the recorded shape."""
+    """The inputs compile_decode fed: token ids literal; pixel_values seeded random of the recorded shape."""
     g = torch.Generator().manual_seed(0)
     inputs = {
         'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174] + [255] * 4 + [108, 164, 68, 44], [0, 0, 0, 153, 99,
@@ -49,85 +50,28 @@ def sample_inputs():
         'attention_mask': torch.tensor([[0, 0, 0] + [1] * 13, [0, 0, 0] + [1] * 13], dtype=torch.int64),
         'pixel_values': torch.randn((8, 16, 16, 3), generator=g, dtype=torch.float32),
         'image_grid_thw': torch.tensor([[1, 2, 2], [1, 2, 2]], dtype=torch.int64),
-        'position_ids': torch.tensor([[0] * 4 + list(range(1, 13)), [0] * 4 + list(range(1, 13))], dtype=torch.int64),
     }
     return {k: in_dtype(v) for k, v in inputs.items()}
 
 
-def logits_of(output):
-    """The logits of a model output: `logits`, a scorer's first `logits*` field, a tuple's first tensor."""
-    if isinstance(output, torch.Tensor):
-        return output
-    if isinstance(output, dict) and "logits" in output:
-        return output["logits"]
-    if isinstance(getattr(output, "logits", None), torch.Tensor):
-        return output.logits
-    if isinstance(output, dict):
-        for key, value in output.items():
-            if key.startswith("logits") and isinstance(value, torch.Tensor):
-                return value
-    return output[0]
+def static_cache(config, max_len, batch_size):
+    """The StaticCache generate makes for cache_implementation="static" (the decoder's text config)."""
+    from transformers import StaticCache
+
+    params = inspect.signature(StaticCache.__init__).parameters
+    kwargs = {"config": config, "max_cache_len": max_len}
+    for name in ("max_batch_size", "batch_size"):
+        if name in params:
+            kwargs[name] = batch_size
+    return StaticCache(**kwargs)
 
 
-def cache_of(output):
-    """The cache a forward returned (`cache` in newer 5.x, `past_key_values` before)."""
-    for name in ("cache", "past_key_values"):
-        value = output.get(name) if isinstance(output, dict) else getattr(output, name, None)
-        if value is not None:
-            return value
-    return None
-
-
-def to_legacy(cache):
-    """The legacy tuples of a cache, cloned: per layer (key, value), or (key, value, cross key, cross value)."""
-    def pairs(c):
-        return tuple((getattr(layer, "keys", None), getattr(layer, "values", None)) for layer in c.layers)
-
-    if hasattr(cache, "to_legacy_cache"):
-        legacy = cache.to_legacy_cache()
-    elif hasattr(cache, "self_attention_cache"):
-        legacy = tuple(a + b for a, b in zip(pairs(cache.self_attention_cache), pairs(cache.cross_attention_cache)))
-    else:
-        legacy = pairs(cache)
-    return tuple(tuple(t.detach().clone() if isinstance(t, torch.Tensor) else t for t in layer) for layer in legacy)
-
-
-def from_legacy(cache, legacy):
-    """The installed API's conversion back: `from_legacy_cache` where it exists, else the constructor."""
-    from transformers.cache_utils import DynamicCache
-
-    kind = type(cache) if hasattr(cache, "self_attention_cache") else DynamicCache
-    return kind.from_legacy_cache(legacy) if hasattr(kind, "from_legacy_cache") else kind(legacy)
-
-
-def decode(owner, prefill, output, cache):
-    """DECODE_STEPS steps after the prefill, feeding the last prompt tokens back, with the inputs
-    generate passes (its own prepare_inputs_for_generation where the model has one)."""
-    ids, state, logits = prefill[IDS], None, []
-    for step in range(DECODE_STEPS):
-        token = prefill[IDS][:, prefill[IDS].shape[1] - 1 - step:prefill[IDS].shape[1] - step]
-        if state is None:
-            state = {k: v for k, v in prefill.items() if k != IDS}
-            state = owner._update_model_kwargs_for_generation(output, state, is_encoder_decoder=False)
-        ids = torch.cat([ids, token], dim=1)
-        kwargs = {k: v for k, v in state.items() if k not in ('cache', 'past_key_values')}
-        inputs = dict(owner.prepare_inputs_for_generation(ids, **kwargs, **{CACHE: cache},
-                                                          use_cache=True, **EXTRA))
-        inputs[CACHE] = cache
-        inputs['use_cache'] = True
-        with torch.no_grad():
-            output = owner(**inputs)
-        logits.append(logits_of(output).detach().clone())
-        cache = cache_of(output)
-        state = owner._update_model_kwargs_for_generation(output, dict(state), is_encoder_decoder=False)
-    return logits
-
-prefill = sample_inputs()
-owner = tiny_model()  # the module whose forward takes the cache
+inputs = sample_inputs()
+model = tiny_model()
+cache = static_cache(model.config.get_text_config(decoder=True), 16 + NEW_TOKENS,
+    2)  # what generate makes for a static cache
+config = CompileConfig(fullgraph=True, backend=BACKEND, mode=None)
+config._compile_all_devices = True  # generate compiles on CUDA only unless told otherwise
 with torch.no_grad():
-    output = owner(**prefill, use_cache=True)
-cache = cache_of(output)
-legacy = to_legacy(cache)
-converted = from_legacy(cache, legacy)
-decode(owner, prefill, output, converted)  # from the converted cache
-decode(owner, prefill, output, cache)  # from the model's own cache
+    model.generate(**inputs, do_sample=False, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS,
+                   disable_compile=False, cache=cache, compile_config=config)

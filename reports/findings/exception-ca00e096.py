@@ -4,7 +4,7 @@ MusicgenMelodyForConditionalGeneration (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-ca00e096.py
 The suite saw: generate with a StaticCache and compiled decode failed: KeyError: 'encoder_outputs' (at
 transformers/generation/utils.py:2196)
-Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
 import torch

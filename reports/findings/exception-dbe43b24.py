@@ -61,11 +61,8 @@ def logits_of(output):
 
 def cache_of(output):
     """The cache a forward returned (`cache` in newer 5.x, `past_key_values` before)."""
-    for name in ("cache", "past_key_values"):
-        value = output.get(name) if isinstance(output, dict) else getattr(output, name, None)
-        if value is not None:
-            return value
-    return None
+    get = output.get if isinstance(output, dict) else lambda name: getattr(output, name, None)
+    return next((get(name) for name in ("cache", "past_key_values") if get(name) is not None), None)
 
 
 def to_legacy(cache):
@@ -120,4 +117,3 @@ cache = cache_of(output)
 legacy = to_legacy(cache)
 converted = from_legacy(cache, legacy)
 decode(owner, prefill, output, converted)  # from the converted cache
-decode(owner, prefill, output, cache)  # from the model's own cache

@@ -7,6 +7,7 @@ transformers/exporters/runners/runner_executorch.py:39)
 Shared by 4 class(es), 4 cell(s) of 2 check(s) (index.json lists them).
 """
 
+import copy
 import inspect
 
 import torch
@@ -64,79 +65,59 @@ def runner_kwargs(runner, owner, inputs):
     ready = {key: value for key, value in inputs.items() if key not in flags}
     with torch.no_grad():
         precompute_export_inputs(owner, ready)
-    metadata = runner.metadata
-    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+    traced, constants = runner.metadata.kwargs, runner.metadata.in_constants
+    return {key: value for key, value in ready.items() if key in traced and key not in constants}
 
 
-def bound(original, args, kwargs):
-    """A call's arguments by name, `**kwargs` merged."""
-    signature = inspect.signature(original)
-    named = {}
-    for name, value in signature.bind(*args, **kwargs).arguments.items():
-        kind = signature.parameters[name].kind
-        if kind is inspect.Parameter.VAR_KEYWORD:
-            named.update(value)
-        elif kind is not inspect.Parameter.VAR_POSITIONAL:
-            named[name] = value
-    return named
+def route(model, runners):
+    """Makes `model` call its runners: a named submodule (transformers' `_find_multimodal_submodules`) that is a
+    component its own, the first forward of a generate `prefill` (if any, else its own code), every later one
+    `decode`. Returns the names of the calls of named submodules no component covers (their PyTorch code ran)."""
+    import functools
 
+    from transformers.exporters.utils import _find_multimodal_submodules
 
-class RoutedGenerate:
-    """A fresh model whose named submodules (transformers' `_find_multimodal_submodules`) that are components call
-    their runners, whose first forward of a generate goes to the `prefill` runner (if any, else its own code) and
-    every later one to `decode`; `eager_calls` counts the calls of named submodules no component covers (their
-    PyTorch code ran)."""
+    eager_calls, forwards = [], []
 
-    def __init__(self, model, runners):
-        import functools
-
-        from transformers.exporters.utils import _find_multimodal_submodules
-
-        self.model, self.calls, self.eager_calls = model, 0, {}
-        submodules = _find_multimodal_submodules(model)
-        for name, module in submodules.items():
-            if name not in runners:
-                module.register_forward_hook(lambda *_, name=name: self.eager_calls.__setitem__(
-                    name, self.eager_calls.get(name, 0) + 1))
-        for name, runner in runners.items():
-            if name not in ("prefill", "decode"):
-                self._route(submodules[name], runner)
-        original, prefill, decode = model.forward, runners.get("prefill"), runners["decode"]
-
-        @functools.wraps(original)
-        def forward(*args, **kwargs):
-            first, self.calls = self.calls == 0, self.calls + 1
-            if first and prefill is None:
-                return original(*args, **kwargs)
-            runner = prefill if first else decode
-            return runner(**runner_kwargs(runner, model, bound(original, args, kwargs)))
-
-        model.forward = forward
-
-    def _route(self, module, runner):
-        import functools
-
+    def to_runner(module, pick):  # each call to the runner pick() names (None: the module's own code)
         original = module.forward
 
         @functools.wraps(original)
         def forward(*args, **kwargs):
-            return runner(**runner_kwargs(runner, module, bound(original, args, kwargs)))
+            runner = pick()
+            if runner is None:
+                return original(*args, **kwargs)
+            named = inspect.signature(original).bind(*args, **kwargs).arguments  # by name, **kwargs merged
+            kinds = {k: p.kind for k, p in inspect.signature(original).parameters.items()}
+            spread = (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+            call = {k: v for k, v in named.items() if kinds[k] not in spread}
+            call.update(next((v for k, v in named.items() if kinds[k] is inspect.Parameter.VAR_KEYWORD), {}))
+            return runner(**runner_kwargs(runner, module, call))
 
         module.forward = forward
 
-    def generate(self, request, config):
-        import copy
+    submodules = _find_multimodal_submodules(model)
+    for name, module in submodules.items():
+        if name not in runners:
+            module.register_forward_hook(lambda *_, name=name: eager_calls.append(name))
+    for name, runner in runners.items():
+        if name not in ("prefill", "decode"):
+            to_runner(submodules[name], lambda runner=runner: runner)
 
-        self.calls = 0
-        with torch.no_grad():
-            return self.model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+    def prefill_then_decode():
+        forwards.append(1)
+        return runners.get("prefill") if len(forwards) == 1 else runners["decode"]
+
+    to_runner(model, prefill_then_decode)
+    return eager_calls
 
 
 config = tiny_model().generation_config
 config.update(**GENERATION)
 exporter, export_config = ExecutorchExporter(), ExecutorchConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,
-                                           generation_config=config)
+exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
 runners = exported.to("cpu").runners
-routed = RoutedGenerate(tiny_model(), runners)
-actual = routed.generate(inputs, config)
+model = tiny_model()
+eager_calls = route(model, runners)
+with torch.no_grad():
+    actual = model.generate(**copy.deepcopy(inputs), generation_config=copy.deepcopy(config))

@@ -44,5 +44,4 @@ inputs = {
 config = tiny_model().generation_config
 config.update(**GENERATION)
 exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config,
-                                           generation_config=config)
+exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)

@@ -1,10 +1,10 @@
 """[torch.compile] graph break under fullgraph at transformers.models.mvp.modeling_mvp:MvpEncoderLayer.forward:
-MvpForConditionalGeneration (compile_prefill).
+MvpForConditionalGeneration (compile_prefill, backend inductor).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python graph_break-03f0edf3.py
 The suite saw: fullgraph compile failed: Unsupported: Data-dependent branching: Detected data-dependent branching
 (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow. (at ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch
@@ -13,7 +13,7 @@ from transformers import MvpConfig, MvpForConditionalGeneration
 CONFIG = MvpConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, encoder_attention_heads=4,
     decoder_layers=2, decoder_ffn_dim=128, decoder_attention_heads=4, d_model=64)
 DTYPE = torch.float16
-BACKEND = 'eager'
+BACKEND = 'inductor'
 
 
 def tiny_model():

@@ -4,7 +4,7 @@ transformers.models.nllb_moe.modeling_nllb_moe:NllbMoeTop2Router._cast_classifie
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python graph_break-1770704c.py
 The suite saw: fullgraph compile failed: Unsupported: Attempted to use `torch.nn.Parameter()` constructor with
 Dynamo: Dynamo does not support this (at transformers/models/nllb_moe/modeling_nllb_moe.py:198: `self.classifi ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch
@@ -14,7 +14,7 @@ CONFIG = NllbMoeConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, en
     decoder_layers=2, decoder_ffn_dim=128, decoder_attention_heads=4, d_model=64, num_experts=4,
     decoder_sparse_step=1)
 DTYPE = torch.bfloat16
-BACKEND = 'eager'
+BACKEND = 'inductor'
 
 
 def tiny_model():

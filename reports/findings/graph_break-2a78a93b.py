@@ -4,7 +4,7 @@ FunAsrNanoForConditionalGeneration (compile_dynamic).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python graph_break-2a78a93b.py
 The suite saw: fullgraph compile failed: Unsupported: logging.Logger method not supported for non-export cases:
 logging.Logger methods are not supported for non-export cases. (at transformers/modeling_utils.py:5264: ...
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ Ovis2ForConditionalGeneration (compile_dynamic).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python graph_break-465bd903.py
 The suite saw: fullgraph compile failed: Unsupported: Data-dependent branching: Detected data-dependent branching
 (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow. (at ...
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.bigbird_pegasus.modeling_bigbird_pegasus:BigBirdPegasusEncod
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python graph_break-91a249b2.py
 The suite saw: fullgraph compile failed: Unsupported: logging.Logger method not supported for non-export cases:
 logging.Logger methods are not supported for non-export cases. (at ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.blenderbot_small.modeling_blenderbot_small:BlenderbotSmallEn
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python graph_break-93489d77.py
 The suite saw: fullgraph compile failed: Unsupported: Data-dependent branching: Detected data-dependent branching
 (e.g. `if my_tensor.sum() > 0:`). Dynamo does not support tracing dynamic control flow. (at ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
 """
 
 import torch

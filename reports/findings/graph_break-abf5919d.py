@@ -4,7 +4,7 @@ transformers.models.hy_v4_vl.modeling_hy_v4_vl:HYV4VLVisionPatchEmbed.interpolat
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python graph_break-abf5919d.py
 The suite saw: fullgraph compile failed: Unsupported: TypeError when making fake tensor call (at
 transformers/models/hy_v4_vl/modeling_hy_v4_vl.py:800: `patch_pos_embed = nn.functional.interpolate(`)
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ LEDForConditionalGeneration (compile_prefill, backend inductor).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python graph_break-b6e278d5.py
 The suite saw: fullgraph compile failed: Unsupported: logging.Logger method not supported for non-export cases:
 logging.Logger methods are not supported for non-export cases. (at transformers/models/led/modeling_led.py:132 ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

@@ -58,14 +58,11 @@ def close(actual, expected, atol, rtol):
         raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
     if not actual.numel():
         return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
+    a, e = actual.detach().double().flatten(), expected.detach().double().flatten()
+    delta, allowed = torch.where(a == e, torch.zeros_like(a), (a - e).abs()), atol + rtol * e.abs()
+    ratios = delta / allowed
+    worst = int(ratios.isnan().nonzero()[0]) if ratios.isnan().any() else int(ratios.argmax())
+    return bool(ratios[worst] <= 1.0), f"{float(delta[worst]):.3g} > {float(allowed[worst]):.3g}"
 
 
 def runner_kwargs(runner, owner, inputs):
@@ -77,8 +74,8 @@ def runner_kwargs(runner, owner, inputs):
     ready = {key: value for key, value in inputs.items() if key not in flags}
     with torch.no_grad():
         precompute_export_inputs(owner, ready)
-    metadata = runner.metadata
-    return {key: value for key, value in ready.items() if key in metadata.kwargs and key not in metadata.in_constants}
+    traced, constants = runner.metadata.kwargs, runner.metadata.in_constants
+    return {key: value for key, value in ready.items() if key in traced and key not in constants}
 
 
 model = tiny_model()

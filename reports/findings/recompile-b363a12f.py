@@ -4,7 +4,7 @@ transformers.cache_utils:StaticSlidingWindowLayer.get_mask_sizes: InklingForCond
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-b363a12f.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 13 (at transformers/cache_utils.py:629 in get_mask_sizes)
-Shared by 3 class(es), 8 cell(s) of 4 check(s) (index.json lists them).
+Shared by 3 class(es), 10 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect
@@ -26,8 +26,6 @@ CONFIG = InklingConfig(
         num_attention_heads=4),
     image_token_id=255, audio_token_id=254, image_bos_token_id=252, audio_bos_token_id=253)
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
 NEW_TOKENS = 5
 
 
@@ -50,22 +48,6 @@ inputs = {
     'attention_mask': torch.tensor([[0, 0, 0] + [1] * 10, [0, 0, 0] + [1] * 10], dtype=torch.int64),
     'pixel_values': torch.randn((2, 2, 8, 8, 3), generator=g, dtype=torch.float32),
 }
-
-def close(actual, expected, atol, rtol):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def static_cache(config, max_len, batch_size):
@@ -125,9 +107,3 @@ if not counters["stats"]["unique_graphs"]:
 failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
 if failed:
     raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
-for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        what = "prefill" if step == 0 else f"decode step {step}"
-        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
-                                  f"dynamic-cache decoding by {beyond}")

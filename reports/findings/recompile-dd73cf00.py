@@ -4,7 +4,7 @@ transformers.models.moshi.modeling_moshi:MoshiModel.forward: MoshiForConditional
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-dd73cf00.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 10 (at transformers/models/moshi/modeling_moshi.py:775 in ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect
@@ -23,8 +23,6 @@ CONFIG = MoshiConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_at
     depth_decoder_config=MoshiDepthConfig(vocab_size=256, hidden_size=64, input_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128))
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
 NEW_TOKENS = 5
 
 
@@ -57,22 +55,6 @@ inputs = {
         19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18, 40, 54, 15, 11, 38, 47, 29], [57, 1,
         31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]], dtype=torch.int64),
 }
-
-def close(actual, expected, atol, rtol):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def static_cache(config, max_len, batch_size):
@@ -132,9 +114,3 @@ if not counters["stats"]["unique_graphs"]:
 failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
 if failed:
     raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
-for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        what = "prefill" if step == 0 else f"decode step {step}"
-        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
-                                  f"dynamic-cache decoding by {beyond}")

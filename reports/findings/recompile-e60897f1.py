@@ -4,7 +4,7 @@ transformers.models.exaone4_5.modeling_exaone4_5:Exaone4_5_Model.forward: Exaone
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python recompile-e60897f1.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 16 (at transformers/models/exaone4_5/modeling_exaone4_5.py: ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 6 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect
@@ -22,8 +22,6 @@ CONFIG = Exaone4_5_Config(
         out_hidden_size=64, fullatt_block_indexes=[0, 1], num_key_value_heads=2),
     image_token_id=254, video_token_id=255)
 BACKEND = 'eager'
-ATOL = 1e-05
-RTOL = 1.3e-06
 NEW_TOKENS = 5
 
 
@@ -47,22 +45,6 @@ inputs = {
     'pixel_values': torch.randn((32, 384), generator=g, dtype=torch.float32),
     'image_grid_thw': torch.tensor([[1, 4, 4], [1, 4, 4]], dtype=torch.int64),
 }
-
-def close(actual, expected, atol, rtol):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def static_cache(config, max_len, batch_size):
@@ -122,9 +104,3 @@ if not counters["stats"]["unique_graphs"]:
 failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
 if failed:
     raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
-for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        what = "prefill" if step == 0 else f"decode step {step}"
-        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
-                                  f"dynamic-cache decoding by {beyond}")

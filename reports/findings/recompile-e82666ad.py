@@ -4,7 +4,7 @@ transformers.cache_utils:StaticSlidingWindowLayer.update: AyaVisionForConditiona
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python recompile-e82666ad.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 18 (at transformers/cache_utils.py:566 in update)
-Shared by 11 class(es), 43 cell(s) of 4 check(s) (index.json lists them).
+Shared by 11 class(es), 65 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect
@@ -24,8 +24,6 @@ CONFIG = AyaVisionConfig(
     image_token_index=255)
 DTYPE = torch.bfloat16
 BACKEND = 'eager'
-ATOL = 0.01
-RTOL = 0.016
 NEW_TOKENS = 5
 
 
@@ -59,23 +57,6 @@ def sample_inputs():
         'pixel_values': (torch.randn((2, 3, 32, 32), generator=g, dtype=torch.float32) * 1.09 + 0.192),
     }
     return {k: in_dtype(v) for k, v in inputs.items()}
-
-
-def close(actual, expected, atol, rtol):
-    """(within, "<diff> > <allowed>" at the worst element): |actual - expected| <= atol + rtol * |expected|
-    elementwise, equal entries (two equal infinities too) differ by 0, NaN is beyond any tolerance."""
-    if actual.shape != expected.shape:
-        raise AssertionError(f"logits shape {tuple(actual.shape)} != expected {tuple(expected.shape)}")
-    if not actual.numel():
-        return True, ""
-    a, e = actual.detach().double(), expected.detach().double()
-    delta = torch.where(a == e, torch.zeros_like(a), (a - e).abs())
-    allowed = atol + rtol * e.abs()
-    ratios = (delta / allowed).flatten()
-    nan = torch.isnan(ratios)
-    worst = int(nan.nonzero()[0]) if nan.any() else int(ratios.argmax())
-    within = not nan.any() and float(ratios[worst]) <= 1.0
-    return within, f"{float(delta.flatten()[worst]):.3g} > {float(allowed.flatten()[worst]):.3g}"
 
 
 def static_cache(config, max_len, batch_size):
@@ -136,9 +117,3 @@ if not counters["stats"]["unique_graphs"]:
 failed = [str(reason) for reasons in guard_failures.values() for reason in reasons]
 if failed:
     raise AssertionError("decode step recompiled after the first step; failed guard: " + failed[0])
-for step, (actual, expected) in enumerate(zip(compiled.logits, eager.logits)):
-    within, beyond = close(actual, expected, ATOL, RTOL)
-    if not within:
-        what = "prefill" if step == 0 else f"decode step {step}"
-        raise AssertionError(f"{what}: compiled static-cache logits differ from eager "
-                                  f"dynamic-cache decoding by {beyond}")

@@ -359,16 +359,28 @@ def onnx_generate(ctx: Context) -> Steps:
         steps = _steps(ctx, body, facts, (_onnx_export(), "VisionPart"))
         steps.imports = ("import os", "import tempfile")
         return steps
-    body = _split(facts) + ["folder = tempfile.mkdtemp()",
-                            "sessions = {}",
-                            "",
-                            "def onnx_part(name, module, kwargs):",
-                            '    path = os.path.join(folder, name, "model.onnx")',
-                            "    os.makedirs(os.path.dirname(path))",
-                            f"    {_onnx_export()}(module, kwargs, path)",
-                            "    sessions[name] = OrtProgram(path)",
-                            ""]
-    exports = [("vision", f"VisionPart(model{facts['vision']}), dict(media)"),
+    if ctx.kind == "data_dependent_guard" and not stage and not re.search(r"part '\w+'", ctx.cell.reason):
+        return _left_by_export(ctx, facts)
+    prefill_only = _prefill_decides(ctx)
+    part_alone = ctx.kind == "numerical_mismatch" and prefill_only
+    helper = ["sessions = {}",
+              "",
+              "def onnx_part(name, module, kwargs):",
+              '    path = os.path.join(tempfile.mkdtemp(prefix=f"{name}-"), "model.onnx")',
+              f"    {'feed = ' if part_alone else ''}{_onnx_export()}(module, kwargs, path)",
+              "    sessions[name] = OrtProgram(path)",
+              *(_PART_ALONE if part_alone else []),
+              ""]
+    vision = f"VisionPart(model{facts['vision']}), dict(media)"
+    vision_first = part_alone and facts["vision"] is not None  # a cut after the vision part keeps no text line
+    if vision_first:
+        first = _vision_first(facts)[:2]  # the media inline: the text lines after it (the split's) define `media`
+        media = f"{{k: inputs[k] for k in {facts['media']!r}}}"
+        body = first + helper + [f"onnx_part('vision', VisionPart(model{facts['vision']}), {media})"] + \
+            [s for s in _split(facts) if s not in first]
+    else:
+        body = _split(facts) + helper
+    exports = [("vision", vision),
                ("embed_prefill", 'embedding, {"input_ids": ids}'),
                ("embed_step", 'embedding, {"input_ids": ids[:, -1:]}'),
                ("prefill", 'decoder, {"inputs_embeds": embeds, **text}'),
@@ -382,9 +394,9 @@ def onnx_generate(ctx: Context) -> Steps:
         steps.imports = imports
         steps.notes.append(f"only the part that fails ({stage}); the check exports the parts before it first")
         return steps
-    prefill_only = _prefill_decides(ctx)
     for name, call in exports:
-        if (name == "vision" and facts["vision"] is None) or (prefill_only and name in ("embed_step", "step")):
+        if (name == "vision" and (facts["vision"] is None or vision_first)) or \
+                (prefill_only and name in ("embed_step", "step")):
             continue
         if name == "prefill":
             body += ["with torch.no_grad():  # the decoder runs once the parts before it are exported",
@@ -413,5 +425,56 @@ def onnx_generate(ctx: Context) -> Steps:
     steps = _steps(ctx, body, facts, parts + ("eager_generation", "close"), new_tokens=1 if prefill_only else 4)
     if prefill_only:
         steps.notes.append("one new token: the prefill already fails (the check generates 4)")
+    if part_alone:
+        steps.notes.append("each part is also compared alone with the same module run eagerly, right after its "
+                           "export: the first that differs is the one to read")
     steps.imports = imports
+    return steps
+
+
+# A prefill whose logits differ: each part, once exported, run in ONNX Runtime against the same module run eagerly on
+# the same inputs (the check's own words: its parts run eagerly agree with generate), so the script stops at the part
+# whose ONNX run differs and the verifier's cut drops the parts after it.
+_PART_ALONE = [
+    "    expected = module(**kwargs)  # the part alone: ONNX Runtime against the same module run eagerly",
+    "    expected = expected[0] if isinstance(expected, tuple) else expected",
+    "    within, beyond = close(next(iter(sessions[name](feed).values())), expected, ATOL, RTOL)",
+    "    if not within:",
+    '        raise AssertionError(f"prefill of the exported parts: part {name!r} in ONNX Runtime differs from the "',
+    '                             f"same part run eagerly by {beyond}")']
+
+
+def _left_by_export(ctx: Context, facts: dict) -> Steps:
+    """A data-dependent error raised outside every export (the reason names no part): a fake tensor the export left
+    in the model, met when the check runs the exported model's parts eagerly (its diagnostic, after the artifacts
+    differ). Each prefill part is exported, then run eagerly on the exported model and on a fresh one."""
+    owner, text = facts["owner"], f"owner.{TEXT_CONFIG}"
+    body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
+            "model, fresh = tiny_model(), tiny_model()  # the same weights (seed 0); `fresh` is never exported",
+            f"owner, fresh_owner = model{owner}, fresh{owner}  # the modules generate decodes with",
+            *_split(facts)[3:7],
+            "",
+            "def export_then_run(name, part, fresh_part, kwargs):",
+            '    """The part exported to ONNX, then run eagerly on the exported model and on a fresh one."""',
+            f'    {_onnx_export()}(part, kwargs, os.path.join(tempfile.mkdtemp(prefix=f"{{name}}-"), "model.onnx"))',
+            "    with torch.no_grad():",
+            "        after, before = part(**kwargs), fresh_part(**kwargs)",
+            "    after, before = (x[0] if isinstance(x, tuple) else x for x in (after, before))",
+            "    if not torch.equal(after, before):  # a tensor the export left fake cannot be compared: raises",
+            '        raise AssertionError(f"part {name!r} run eagerly after its export differs from a fresh model\'s")',
+            ""]
+    if facts["vision"] is not None:
+        body.append(f"export_then_run('vision', VisionPart(model{facts['vision']}), VisionPart(fresh{facts['vision']}), "
+                    "dict(media))")
+    body += ["export_then_run('embed_prefill', EmbedPart(owner.get_input_embeddings()), "
+             'EmbedPart(fresh_owner.get_input_embeddings()), {"input_ids": ids})',
+             "with torch.no_grad():",
+             "    embeds = fresh_owner.get_input_embeddings()(ids)",
+             f"export_then_run('prefill', DecoderPart(owner, MAX_LEN, {facts['kwarg']!r}, {text}), "
+             f"DecoderPart(fresh_owner, MAX_LEN, {facts['kwarg']!r}, fresh_{text}), "
+             '{"inputs_embeds": embeds, **text})']
+    steps = _steps(ctx, body, facts, (_onnx_export(), "EmbedPart", "DecoderPart", "VisionPart"))
+    steps.imports = ("import os", "import tempfile")
+    steps.notes.append("the check runs the exported model's parts eagerly (its diagnostic when the ONNX parts differ "
+                       "from eager generate): each part is exported, then run eagerly on that model and a fresh one")
     return steps

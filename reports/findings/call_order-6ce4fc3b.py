@@ -4,7 +4,7 @@ transformers.utils.output_capturing:maybe_install_capturing_hooks: LlavaForCondi
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python call_order-6ce4fc3b.py
 The suite saw: call order changes the verdict: compiled before any eager call: fullgraph compile failed:
 Unsupported: Unsupported context manager: Dynamo does not know how to enter a `lock` context manager. (at ...
-Shared by 10 class(es), 58 cell(s) of 6 check(s) (index.json lists them).
+Shared by 10 class(es), 60 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import torch

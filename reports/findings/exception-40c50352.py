@@ -58,36 +58,25 @@ class VisionPart(torch.nn.Module):
     def __init__(self, model):
         super().__init__()
         self.model = model
-        # transformers' exporters read `model.config` of what they export (their input preparers for NaViT-style
-        # encoders do), as its own components, PreTrainedModels, have it: the part carries its model's.
-        self.config = model.config
+        self.config = model.config  # transformers' exporters read the config of what they export
 
     def forward(self, **media):
         return image_features(self.model.get_image_features(**media))
 
 
-def leaf_feed(kwargs):
+def leaf_feed(kwargs, prefix=""):
     """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
     feed = {}
-
-    def walk(value, prefix):
-        if isinstance(value, torch.Tensor):
-            feed[prefix] = value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                walk(item, f"{prefix}.{index}")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}")
-
     for key, value in kwargs.items():
-        walk(value, key)
+        if isinstance(value, torch.Tensor):
+            feed[f"{prefix}{key}"] = value
+        elif isinstance(value, (list, tuple, dict)):
+            feed.update(leaf_feed(value if isinstance(value, dict) else dict(enumerate(value)), f"{prefix}{key}."))
     return feed
 
 
 def onnx_export(module, kwargs, path):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter; the feed (input
-    name -> tensor) the graph was traced with."""
+    """`module(**kwargs)` to an ONNX file with transformers' OnnxExporter; the feed (input name -> tensor)."""
     from transformers.exporters import OnnxConfig, OnnxExporter
 
     with torch.no_grad():

@@ -4,7 +4,7 @@ PaliGemmaForConditionalGeneration:paligemma2 (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-6536d7e7.py
 The suite saw: generate with a StaticCache and compiled decode failed: AttributeError: 'dict' object has no
 attribute 'ndim' (at transformers/masking_utils.py:834)
-Shared by 1 class(es), 8 cell(s) of 8 check(s) (index.json lists them).
+Shared by 1 class(es), 9 cell(s) of 9 check(s) (index.json lists them).
 """
 
 import inspect

@@ -39,28 +39,19 @@ inputs = {
 }
 
 
-def leaf_feed(kwargs):
+def leaf_feed(kwargs, prefix=""):
     """Tensor leaves of keyword inputs by dotted path (``name``, ``name.0``, ...): the ONNX graph's input names."""
     feed = {}
-
-    def walk(value, prefix):
-        if isinstance(value, torch.Tensor):
-            feed[prefix] = value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                walk(item, f"{prefix}.{index}")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                walk(item, f"{prefix}.{key}")
-
     for key, value in kwargs.items():
-        walk(value, key)
+        if isinstance(value, torch.Tensor):
+            feed[f"{prefix}{key}"] = value
+        elif isinstance(value, (list, tuple, dict)):
+            feed.update(leaf_feed(value if isinstance(value, dict) else dict(enumerate(value)), f"{prefix}{key}."))
     return feed
 
 
 def onnx_export(module, kwargs, path):
-    """`module(**kwargs)` to an ONNX file (weights beside it) with transformers' OnnxExporter; the feed (input
-    name -> tensor) the graph was traced with."""
+    """`module(**kwargs)` to an ONNX file with transformers' OnnxExporter; the feed (input name -> tensor)."""
     from transformers.exporters import OnnxConfig, OnnxExporter
 
     with torch.no_grad():
@@ -75,24 +66,14 @@ class OrtProgram:
     def __init__(self, path):
         import onnxruntime as ort
 
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = max(1, torch.get_num_threads())
-        options.log_severity_level = 3
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-        self.inputs = [spec.name for spec in self.session.get_inputs()]
-        self.outputs = [spec.name for spec in self.session.get_outputs()]
+        self.session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
 
     def __call__(self, feed):
-        def lookup(name):  # transformers' exporter prefixes an input it also returns (a mutated one) with `input.`
-            return feed[name] if name in feed else feed.get(name.removeprefix("input."))
-
-        missing = [name for name in self.inputs if lookup(name) is None]
-        if missing:
-            raise AssertionError(f"onnxruntime run: the graph takes {missing}, which the inputs {list(feed)} "
-                                 "do not hold")
-        arrays = {name: lookup(name).detach().cpu().contiguous().numpy() for name in self.inputs}
+        # transformers' exporter prefixes an input it also returns (a mutated one) with `input.`
+        arrays = {spec.name: feed[spec.name.removeprefix("input.")].detach().contiguous().numpy()
+                  for spec in self.session.get_inputs()}
         values = self.session.run(None, arrays)
-        return {name: torch.from_numpy(value) for name, value in zip(self.outputs, values)}
+        return {spec.name: torch.from_numpy(value) for spec, value in zip(self.session.get_outputs(), values)}
 
 
 model = tiny_model()

@@ -4,7 +4,7 @@ transformers.cache_utils:StaticSlidingWindowLayer.update: AyaVisionForConditiona
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python recompile-e82666ad.py
 The suite saw: decode step recompiled after the first step; failed guard:
 kwargs['cache'].layers[0].cumulative_length_int == 18 (at transformers/cache_utils.py:566 in update)
-Shared by 11 class(es), 65 cell(s) of 6 check(s) (index.json lists them).
+Shared by 11 class(es), 66 cell(s) of 6 check(s) (index.json lists them).
 """
 
 import inspect

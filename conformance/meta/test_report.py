@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 
 import pytest
 
@@ -95,6 +96,22 @@ def test_read_records_drops_torn_last_line(tmp_path):
     with open(part, "a") as handle:
         handle.write('{"model": "B", "che')
     assert [r["model"] for r in io.read_records([part])] == ["A"]
+
+
+def test_a_run_file_is_strict_json_and_reads_its_nan_metrics_back_as_floats(tmp_path):
+    """A half-precision cell records NaN differences: the file holds their names (strict readers, a browser's
+    JSON.parse or jq, take no NaN token) and the envelope reader gives the floats back."""
+    envelope = make_envelope()
+    envelope["models"]["AlphaForConditionalGeneration"]["cells"]["compile_prefill"]["metrics"].update(
+        max_abs_diff=float("nan"), worst_ratio=float("inf"), per_step=[float("-inf"), 0.5])
+    path = tmp_path / "run.json"
+    io.write_json_atomic(path, envelope)
+    text = path.read_text()
+    json.loads(text, parse_constant=lambda name: pytest.fail(f"a {name} token in a run file"))
+    cells = report.load_envelope(path)["models"]["AlphaForConditionalGeneration"]["cells"]
+    metrics = cells["compile_prefill"]["metrics"]
+    assert math.isnan(metrics["max_abs_diff"]) and metrics["worst_ratio"] == math.inf
+    assert metrics["per_step"] == [-math.inf, 0.5] and metrics["graph_breaks"] == 1
 
 
 def test_write_atomic_leaves_no_temp_and_keeps_old_on_error(tmp_path):

@@ -45,7 +45,7 @@ def test_prefill_logits_that_differ_compare_each_part_alone_vision_first():
     assert any("same part run eagerly" in line for line in helper[:12])
     vision = _index(body, "onnx_part('vision'")
     assert vision < _index(body, "owner = ") < _index(body, "onnx_part('embed_prefill'")
-    assert "media = " not in "".join(body[:vision]), "the vision call takes its media inline: a cut after it keeps no text"
+    assert "media = " not in "".join(body[:vision]), "the vision call takes its media inline: a cut keeps no text"
     assert not [line for line in body if line.startswith("onnx_part('step'")], "the prefill decides: no step part"
     assert any("compared alone" in note for note in steps.notes)
 

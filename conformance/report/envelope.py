@@ -53,7 +53,7 @@ from typing import Any, Iterable
 
 from conformance import columns, locations
 from conformance.report import cell_code, provenance
-from conformance.report.io import read_records
+from conformance.report.io import read_records, restore_floats
 from conformance.verdicts import FAILING, VERDICTS
 
 SCHEMA = "vlm-conformance/1"
@@ -228,7 +228,16 @@ def load_envelope(path: str | Path) -> dict:
                    else f"is not valid JSON at line {exc.lineno}, column {exc.colno} "
                         f"({exc.msg.removesuffix(' at')}; truncated?)")
         raise EnvelopeError(f"{path}: {problem}; {_remedy(path)}") from None
-    return upgraded(validate_envelope(data, str(path)))
+    return upgraded(_float_metrics(validate_envelope(data, str(path))))
+
+
+def _float_metrics(envelope: dict) -> dict:
+    """`envelope` with its cells' metrics' non-finite floats, written as names (`io.finite`), read back as floats."""
+    for row in envelope["models"].values():
+        for cell in row["cells"].values():
+            if isinstance(cell.get("metrics"), dict):
+                cell["metrics"] = restore_floats(cell["metrics"])
+    return envelope
 
 
 def observation(cell: dict) -> str:

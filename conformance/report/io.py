@@ -11,12 +11,15 @@ Contracts:
 * `append_record(path, record)` appends one JSON line and flushes it to
   disk, so an interrupted run loses no finished cell; `read_records(paths)`
   reads them back, dropping a torn last line (a killed writer).
-* `json_text(data)` is how run files are written (indent 1, a final newline).
+* `json_text(data)` is how run files are written (indent 1, a final newline): strict JSON, a NaN or infinite
+  float written as its name (`finite`: "nan", "inf", "-inf"), since browsers, jq and other strict readers take no
+  NaN token; `restore_floats(data)` turns those names back into floats (the envelope reader does, in cells' metrics).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from pathlib import Path
@@ -54,8 +57,33 @@ def write_text_atomic(path: str | Path, text: str) -> None:
     write_texts_atomic({Path(path): text})
 
 
+NON_FINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def finite(data: Any) -> Any:
+    """`data` with every NaN or infinite float written as its name ("nan", "inf", "-inf")."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return str(data)
+    if isinstance(data, dict):
+        return {key: finite(value) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [finite(value) for value in data]
+    return data
+
+
+def restore_floats(data: Any) -> Any:
+    """`data` with the names `finite` writes ("nan", "inf", "-inf") read back as floats."""
+    if isinstance(data, str) and data in NON_FINITE:
+        return NON_FINITE[data]
+    if isinstance(data, dict):
+        return {key: restore_floats(value) for key, value in data.items()}
+    if isinstance(data, list):
+        return [restore_floats(value) for value in data]
+    return data
+
+
 def json_text(data: Any) -> str:
-    return json.dumps(data, indent=1, sort_keys=False, default=str) + "\n"
+    return json.dumps(finite(data), indent=1, sort_keys=False, default=str, allow_nan=False) + "\n"
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

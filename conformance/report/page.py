@@ -51,13 +51,13 @@ Contracts:
 from __future__ import annotations
 
 import json
-import math
 from html import escape
 from importlib import resources
 from typing import Sequence
 
 from conformance import columns as column_ids, versions
 from conformance.report import answer, class_view, findings, flag_advice, history as cell_history, render, summary
+from conformance.report.io import finite
 from conformance.report.reproduce import reproducer_template
 from conformance.verdicts import FAILING, VERDICTS
 
@@ -105,21 +105,9 @@ def _asset(name: str) -> str:
     return resources.files("conformance.report").joinpath(name).read_text(encoding="utf-8")
 
 
-def _finite(data):
-    """`data` with every NaN or infinite float written as its name ("nan", "inf", "-inf"): a half-precision cell
-    records NaN logits' differences, and the browser's JSON.parse takes no NaN token."""
-    if isinstance(data, float) and not math.isfinite(data):
-        return str(data)
-    if isinstance(data, dict):
-        return {key: _finite(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [_finite(value) for value in data]
-    return data
-
-
 def _json_for_script(data) -> str:
-    """Strict JSON (no NaN token: `_finite`) that cannot end its <script> element or open another one."""
-    text = json.dumps(_finite(data), ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    """Strict JSON (no NaN token: `io.finite`) that cannot end its <script> element or open another one."""
+    text = json.dumps(finite(data), ensure_ascii=False, separators=(",", ":"), sort_keys=True, allow_nan=False)
     for char, code in (("<", "\\u003c"), (">", "\\u003e"), ("&", "\\u0026"), ("\u2028", "\\u2028"),
                        ("\u2029", "\\u2029")):
         text = text.replace(char, code)

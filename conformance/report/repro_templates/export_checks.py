@@ -464,8 +464,8 @@ def _left_by_export(ctx: Context, facts: dict) -> Steps:
             '        raise AssertionError(f"part {name!r} run eagerly after its export differs from a fresh model\'s")',
             ""]
     if facts["vision"] is not None:
-        body.append(f"export_then_run('vision', VisionPart(model{facts['vision']}), VisionPart(fresh{facts['vision']}), "
-                    "dict(media))")
+        vision = facts["vision"]
+        body.append(f"export_then_run('vision', VisionPart(model{vision}), VisionPart(fresh{vision}), dict(media))")
     body += ["export_then_run('embed_prefill', EmbedPart(owner.get_input_embeddings()), "
              'EmbedPart(fresh_owner.get_input_embeddings()), {"input_ids": ids})',
              "with torch.no_grad():",

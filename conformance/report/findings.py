@@ -277,6 +277,8 @@ def site_in(group: Group) -> str:
     where = group.where.rsplit(" @ ", 1)[-1] if group.kind == "recompile" else group.where
     if group.kind == "recompile":  # a failed guard sits in the traced code: the model's (dynamo traces no torch)
         return "transformers"
+    if not FRAME.match(where):  # keyed by words (an AOTI package's `load: ...`, `run: ...`): no frame to place it
+        return "no code site"
     if where.startswith("transformers."):
         return "transformers"
     for prefix, part in TORCH_SITES:

@@ -344,6 +344,25 @@ class OrtProgram:
         return {spec.name: torch.from_numpy(value) for spec, value in zip(self.session.get_outputs(), values)}
 
 
+def serve_fresh(package, inputs):
+    """The AOTInductor package loaded and called in a fresh interpreter that imports torch only, as a C++ server
+    has no Python model; its output, or RuntimeError("<load|run>: <the first line of the error it reported>")."""
+    import subprocess
+    import sys
+
+    folder = os.path.dirname(package)
+    torch.save(inputs, os.path.join(folder, "inputs.pt"))
+    code = ("import sys, torch\nstep = 'load'\ntry:\n    runner = torch._inductor.aoti_load_package(sys.argv[1])\n"
+            "    step = 'run'\n    with torch.no_grad():\n        out = runner(**torch.load(sys.argv[2]))\n"
+            "    torch.save(out, sys.argv[2] + '.out')\nexcept Exception as exc:\n"
+            "    sys.exit(f'{step}: {(str(exc).splitlines() or [type(exc).__name__])[0]}')\n")
+    done = subprocess.run([sys.executable, "-I", "-c", code, package, os.path.join(folder, "inputs.pt")],
+                          capture_output=True, text=True, env={**os.environ, "AOTI_RUNTIME_CHECK_INPUTS": "1"})
+    if done.returncode:
+        raise RuntimeError((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+    return torch.load(os.path.join(folder, "inputs.pt.out"))
+
+
 def runner_kwargs(runner, owner, inputs):
     """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
     applied, only the kwargs its graph was traced with."""
@@ -417,7 +436,7 @@ SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_ca
            "ForceTokens", "greedy", "scores_diff", "image_features", "VisionPart", "EmbedPart", "DecoderPart",
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
-           "torch_onnx_export", "OrtProgram",
+           "torch_onnx_export", "OrtProgram", "serve_fresh",
            "runner_kwargs", "route")
 
 

@@ -24,7 +24,8 @@ Contracts:
   generic exception came from is the script's structure, so the group's generic kind is kept (`GENERIC`).
 * `judge(group, run, check)` is (reproduces, why): it reproduces when the script raised and the fingerprint has
   the group's kind, one of its exception types (when the group records any) and its key (its site, its guard,
-  or, for a failure the check states in words, the group's masked words in the assertion's masked message);
+  or, for a failure the check states in words or a group keyed by words rather than a frame, the group's masked
+  words in the masked message);
   otherwise `why` names what differs, or that it timed out or ran to the end without failing (never a pass).
 * `verify(entries, groups, folder, timeout, progress, python)` runs every entry's script and records
   `verified`, `seconds`, `observed` and `why` on the entry. A script that reproduces before its last statement
@@ -211,6 +212,9 @@ def judge(group: findings.Group, run: Run, check: str = "") -> tuple[bool, str]:
     if found["kind"] in WORDED and not found.get("guard"):
         if group.where not in found.get("what", "") and group.where not in found.get("message", ""):
             differs.append(f"words {found.get('what', '')[:160]!r} (the group: {group.where!r})")
+    elif not findings.FRAME.match(group.where):  # keyed by its masked words (an AOTI package's `run: ...`)
+        if group.where.removesuffix("...") not in fingerprints.mask(found.get("message", "")):
+            differs.append(f"words {fingerprints.mask(found.get('message', ''))[:160]!r} (the group: {group.where!r})")
     elif (found.get("guard") or found.get("where", "")) != group.where:
         differs.append(f"site {found.get('guard') or found.get('where') or 'none'} (the group: {group.where})")
     if differs:

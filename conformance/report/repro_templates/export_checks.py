@@ -13,29 +13,12 @@ import re
 
 import torch
 
-from conformance.report.repro_templates.common import module_path, tolerance_constants
+from conformance.report.repro_templates.common import baked_constants, forward_inputs, module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
 TEXT_CONFIG = "config.get_text_config(decoder=True)"
 PARTS = ("vision", "embed_prefill", "embed_step", "prefill", "step")
-
-
-def _constants(value: dict) -> str:
-    try:
-        return literal(value)
-    except ValueError as exc:
-        raise NoTemplate(f"an input the check bakes into the program cannot be written: {exc}") from None
-
-
-def _forward_inputs(ctx: Context, inputs: dict | None = None) -> tuple[dict, dict]:
-    """(tensors, constants) as export_forward passes them: plain values baked in, use_cache=False."""
-    from conformance.checks.common.export import accepts, split_inputs
-
-    tensors, constants = split_inputs(ctx.case.inputs() if inputs is None else inputs)
-    if accepts(ctx.case.fresh_model(), "use_cache"):
-        constants = {**constants, "use_cache": False}
-    return tensors, constants
 
 
 def _compare_loaded() -> list[str]:
@@ -54,9 +37,9 @@ def _compare_loaded() -> list[str]:
 
 
 def export_forward(ctx: Context) -> Steps:
-    tensors, constants = _forward_inputs(ctx)
+    tensors, constants = forward_inputs(ctx)
     strict = ctx.check == "export_forward_strict"
-    constants = {"CONSTANTS": _constants(constants)}
+    constants = {"CONSTANTS": baked_constants(constants)}
     if ctx.cell.reason.startswith("torch.export.export(") and ctx.kind not in ("numerical_mismatch", "contract"):
         return Steps(["inputs = sample_inputs()",  # the export raises: its save, load and comparison left out
                       "with torch.no_grad():",
@@ -76,7 +59,7 @@ def export_dynamic(ctx: Context) -> Steps:
     if ctx.kind not in ("export_error", "data_dependent_guard") or not dims:
         raise NoTemplate(f"this {ctx.kind or 'failure'} of export_dynamic is decided over the suite's variants "
                          "(other prompts) and its shape log, not by one export")
-    tensors, constants = _forward_inputs(ctx)
+    tensors, constants = forward_inputs(ctx)
     marked: dict[str, list[int]] = {}
     for name, dim in dims:
         marked.setdefault(name, []).append(int(dim))
@@ -86,7 +69,7 @@ def export_dynamic(ctx: Context) -> Steps:
             'with torch.no_grad():',
             "    torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)"]
     return Steps(body, parts=("NamedLogitsModule",), imports=("from torch.export import Dim",), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), "DYNAMIC": repr(marked)},
+                 constants={"CONSTANTS": baked_constants(constants), "DYNAMIC": repr(marked)},
                  notes=["only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic "
                         "retries with fewer; this is the export that failed)"])
 
@@ -128,7 +111,8 @@ def export_static_cache(ctx: Context) -> Steps:
                  "    torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program"]
     tensors = dict(tensors, **({"attention_mask": mask} if mask is not None else {}))
     return Steps(body, parts=("StaticCacheModule", "slot_mask"), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), "MAX_LEN": repr(length + DECODE_STEPS + SPARE_SLOTS),
+                 constants={"CONSTANTS": baked_constants(constants),
+                            "MAX_LEN": repr(length + DECODE_STEPS + SPARE_SLOTS),
                             "HEADS": literal(heads), "HEAD_DIM": literal(head_dim)})
 
 
@@ -315,7 +299,7 @@ def _onnx_export() -> str:
 
 
 def export_onnx(ctx: Context) -> Steps:
-    tensors, constants = _forward_inputs(ctx)
+    tensors, constants = forward_inputs(ctx)
     exporter = _exporter()
     # an encoder-decoder's logits are over the decoder positions: its own mask says which to compare
     mask_key = "decoder_attention_mask" if any(k.startswith("decoder_") for k in tensors) else "attention_mask"
@@ -343,10 +327,10 @@ def export_onnx(ctx: Context) -> Steps:
                   ctx.cell.reason.startswith(name + ":")), None)
     if stage and ctx.kind not in ("numerical_mismatch", "contract"):
         body = body[:last[stage] + 1]
-        constants = {"CONSTANTS": _constants(constants)}
+        constants = {"CONSTANTS": baked_constants(constants)}
         return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors, constants=constants)
     return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
-                 constants={"CONSTANTS": _constants(constants), **tolerance_constants(ctx, "export")})
+                 constants={"CONSTANTS": baked_constants(constants), **tolerance_constants(ctx, "export")})
 
 
 def onnx_generate(ctx: Context) -> Steps:

@@ -1,0 +1,70 @@
+"""aoti_forward's reproducers: the template writes the check's steps up to the failing one, and the verifier judges
+a group keyed by its words (an AOTI package's ``load: ...`` / ``run: ...``, no frame) by those words.
+
+No model is built and nothing is compiled: the template gets a context whose inputs are given; the verifier reads a
+printed traceback. The published scripts themselves are verified by `conformance findings --verify`.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from conformance.meta.test_repro import _group, _printed
+from conformance.report import findings, repro_verify
+from conformance.report.repro_templates import aoti_checks
+from conformance.report.repro_templates.steps import NoTemplate
+
+pytestmark = pytest.mark.meta
+
+
+@pytest.fixture(autouse=True)
+def given_inputs(monkeypatch):
+    monkeypatch.setattr(aoti_checks, "forward_inputs",
+                        lambda ctx: ({"input_ids": torch.ones(1, 5, dtype=torch.long)}, {"use_cache": False}))
+
+
+def _context(reason: str, dynamic=None) -> SimpleNamespace:
+    cell = SimpleNamespace(reason=reason, fingerprint={"kind": "export_error"})
+    return SimpleNamespace(cell=cell, fingerprint=cell.fingerprint, kind="export_error",
+                           metrics={"dynamic": dynamic or {"input_ids": [1]}})
+
+
+def _steps(reason: str):
+    return aoti_checks.aoti_forward(_context(reason))
+
+
+def test_the_script_ends_at_the_step_that_failed():
+    loaded = _steps("load: RuntimeError: Could not find schema for transformers::grouped_mm_fallback.")
+    assert loaded.body[-1].startswith("serve_fresh(package, inputs)") and "serve_fresh" in loaded.parts
+    assert any("aoti_compile_and_package" in line for line in loaded.body)
+    assert loaded.constants["DYNAMIC"] == "{'input_ids': [1]}"
+    compiled = _steps("compile: torch._inductor.aoti_compile_and_package failed: LoweringException: ...")
+    assert compiled.body[-1].startswith("torch._inductor.aoti_compile_and_package")
+    assert "serve_fresh" not in compiled.parts
+    exported = _steps("export: torch.export.export(strict=False) with input_ids dim 1 dynamic: ...")
+    assert exported.body[-1].lstrip().startswith("program = torch.export.export(")
+    assert _steps("run: call traced: RuntimeError: expected size 64==64, stride 1==16 at dim=1").body[-1] \
+        .startswith("serve_fresh(")
+
+
+@pytest.mark.parametrize("reason", ["compare: longer: the package's logits differ from eager by 1 > 0.0001",
+                                    "run: call longer: RuntimeError: index out of bounds"])
+def test_what_is_decided_over_the_suites_variants_has_no_script(reason):
+    with pytest.raises(NoTemplate):
+        _steps(reason)
+
+
+def test_a_group_keyed_by_words_is_judged_by_its_masked_words(tmp_path):
+    script = (str(tmp_path / "repro.py"), 9, "<module>")
+    group = _group("export_error", "run: expected size #==#, stride #==# at dim=#", ("RuntimeError",),
+                   check="aoti_forward")
+    assert findings.site_in(group) == "no code site"
+    printed = _printed([script], "RuntimeError", "run: expected size 64==64, stride 1==16 at dim=1")
+    same = repro_verify.Run(1, 0.1, printed)
+    assert repro_verify.judge(group, same, "aoti_forward") == (True, "")
+    other = repro_verify.Run(1, 0.1, _printed([script], "RuntimeError", "load: Could not find schema for x::y"))
+    reproduces, why = repro_verify.judge(group, other, "aoti_forward")
+    assert not reproduces and "words" in why

@@ -1,0 +1,45 @@
+"""Reproducer template of aoti_forward (`conformance.report.repro_templates.steps` states what a template is).
+
+The check's steps, each a line of the script: the export of `export_dynamic` (the prompt length ``Dim.AUTO`` where
+the program kept it dynamic, the cell's ``dynamic`` metric), ``torch._inductor.aoti_compile_and_package``, then the
+package loaded and called in a fresh interpreter that imports torch only (`repro_parts.serve_fresh`: a custom
+operator defined in Python is not there, as in a C++ server). The script stops at the step the cell's reason names
+(``export: ``, ``compile: ``, ``package: ``, ``load: ``, ``run: ``); a comparison (``compare: ``) or a failure on
+another prompt length than the sample's is decided over the suite's variants, which a script does not restate.
+"""
+
+from __future__ import annotations
+
+import re
+
+from conformance.report.repro_templates.common import baked_constants, forward_inputs
+from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
+
+STEPS = ("export", "compile", "package", "load", "run")
+
+
+def aoti_forward(ctx: Context) -> Steps:
+    step = ctx.cell.reason.split(":", 1)[0]
+    if step not in STEPS:
+        raise NoTemplate(f"the failure is at the step {step!r}: decided over the suite's prompt-length variants and "
+                         "their comparison with eager, not by one call")
+    if step == "run" and not re.match(r"run: call traced: ", ctx.cell.reason):
+        raise NoTemplate("the package fails on another prompt length than the sample's, which the check derives")
+    tensors, constants = forward_inputs(ctx)
+    dynamic = {name: dims for name, dims in (ctx.metrics.get("dynamic") or {}).items() if name in tensors}
+    body = ["inputs = sample_inputs()",
+            "shapes = {name: ({d: Dim.AUTO for d in DYNAMIC[name]} if name in DYNAMIC else None) for name in inputs}",
+            "module = NamedLogitsModule(tiny_model(), list(inputs), CONSTANTS)",
+            "with torch.no_grad():",
+            "    program = torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)"]
+    parts: tuple[str, ...] = ("NamedLogitsModule",)
+    if step != "export":
+        body += ['package = os.path.join(tempfile.mkdtemp(), "model.pt2")',
+                 "torch._inductor.aoti_compile_and_package(program, package_path=package)"]
+    if step in ("load", "run"):
+        body.append("serve_fresh(package, inputs)  # in a fresh interpreter that imports torch only")
+        parts += ("serve_fresh",)
+    return Steps(body, parts=parts, imports=("import os", "import tempfile", "from torch.export import Dim"),
+                 inputs=tensors, constants={"CONSTANTS": baked_constants(constants), "DYNAMIC": repr(dynamic)},
+                 notes=[f"up to the failing step ({step}); the check also serves a shorter and a longer prompt and "
+                        "compares every call with eager"])

@@ -68,3 +68,27 @@ def test_a_group_keyed_by_words_is_judged_by_its_masked_words(tmp_path):
     other = repro_verify.Run(1, 0.1, _printed([script], "RuntimeError", "load: Could not find schema for x::y"))
     reproduces, why = repro_verify.judge(group, other, "aoti_forward")
     assert not reproduces and "words" in why
+
+
+def test_a_template_that_cannot_write_its_cell_hands_on_to_the_next_check(tmp_path, monkeypatch):
+    """A group whose representative is an aoti_forward cell the template cannot write (the model's own forward
+    fails, no AOTI step) keeps the script another check's template writes."""
+    from conformance.report import repro
+
+    def refuse(ctx):
+        raise NoTemplate("not an AOTI step")
+
+    group = _group("exception", "transformers.y:f", ("ValueError",), check="aoti_forward")
+    group.cells.append(findings.FailingCell("M", "build", "fail", "fail", "", 0.5, dict(group.cells[0].fingerprint),
+                                            "", 0))
+    templates = {"aoti_forward": refuse, "build": lambda ctx: SimpleNamespace(notes=[])}
+    monkeypatch.setattr(repro, "template_for", templates.get)
+    monkeypatch.setattr(repro, "build_context", lambda group, cell, envelope: SimpleNamespace(check=cell.check))
+    monkeypatch.setattr(repro, "render_script", lambda ctx, steps, envelope: ("print('script')\n", ""))
+    monkeypatch.setattr(repro, "entry", lambda group: SimpleNamespace(why="", script="", notes=[], model="",
+                                                                       check=""))
+    written = repro.write_one(group, [{}], tmp_path)
+    assert (written.check, written.why, written.script) == ("build", "", f"{group.id}.py")
+    templates["build"] = refuse
+    refused = repro.write_one(group, [{}], tmp_path)
+    assert (refused.check, refused.why, refused.script) == ("aoti_forward", "not an AOTI step", "")

@@ -2,10 +2,14 @@
 
 Contracts:
 
-* `repro_cell(group)` is the cell a group's script reproduces: its
-  representative (`Group.representative`, the fastest cell) when a template
-  writes that check (`conformance.report.repro_templates.template_for`), else
-  the fastest cell whose check has one; None when none has.
+* `repro_cells(group)` are the cells a group's script may reproduce, one per
+  template (`conformance.report.repro_templates.template_for`) that covers one
+  of its checks, in the order `write_one` tries them: the representative's
+  (`Group.representative`, the fastest cell) first, then the fastest cell of
+  each other; `repro_cell(group)` is the first, None when no check has one. A
+  template that cannot write its cell (`NoTemplate`) hands on to the next, so
+  a new template never takes away a group's script; the index keeps the first
+  one's reason when none writes one.
 * `build_context(group, cell, envelope)` rebuilds what the suite had for
   that cell: the class's tiny config (`build.tiny.tiny_config`), a model
   built from it with the suite's seed, and the sample (`build.samples`),
@@ -77,12 +81,21 @@ class Entry:
     links: list[list[str]] = field(default_factory=list)
 
 
+def repro_cells(group: findings.Group) -> list:
+    """One cell per template that can write the group's cells, in the order to try them: the representative's
+    first, then by the fastest cell of each."""
+    ordered = [group.representative] + sorted(group.cells, key=lambda c: (c.seconds, c.model, c.check))
+    chosen: dict = {}
+    for cell in ordered:
+        template = template_for(split_column(cell.check)[0])
+        if template is not None and template not in chosen:
+            chosen[template] = cell
+    return list(chosen.values())
+
+
 def repro_cell(group: findings.Group):
-    first = group.representative
-    if template_for(split_column(first.check)[0]) is not None:
-        return first
-    ordered = sorted(group.cells, key=lambda c: (c.seconds, c.model, c.check))
-    return next((c for c in ordered if template_for(split_column(c.check)[0]) is not None), None)
+    cells = repro_cells(group)
+    return cells[0] if cells else None
 
 
 def build_context(group: findings.Group, cell, envelope: dict) -> Context:
@@ -266,23 +279,28 @@ def entry(group: findings.Group) -> Entry:
 def write_one(group: findings.Group, envelopes: list[dict], folder: Path) -> Entry:
     """The group's script written into `folder` (its `Entry`), or the entry saying why there is none."""
     found = entry(group)
-    cell = repro_cell(group)
-    if cell is None:
+    cells = repro_cells(group)
+    if not cells:
         found.why = f"no reproducer template for {', '.join(group.checks)}"
         return found
-    found.model, found.check = cell.model, cell.check
-    try:
-        ctx = build_context(group, cell, envelopes[cell.run])
-        steps = template_for(ctx.check)(ctx)
-        source, fallback = render_script(ctx, steps, envelopes[cell.run])
-    except NoTemplate as exc:
-        found.why = str(exc)
+    for cell in cells:  # the first whose template writes it; the first one's reason when none does
+        try:
+            ctx = build_context(group, cell, envelopes[cell.run])
+            steps = template_for(ctx.check)(ctx)
+            source, fallback = render_script(ctx, steps, envelopes[cell.run])
+            found.model, found.check = cell.model, cell.check
+            break
+        except NoTemplate as exc:
+            why = str(exc)
+        except Exception as exc:  # the suite could not rebuild what the cell had: say so, write the others
+            why = f"the generator failed on this cell: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
+        finally:
+            torch._dynamo.reset()
+        if cell is cells[0]:
+            found.model, found.check, found.why = cell.model, cell.check, why
+    else:
         return found
-    except Exception as exc:  # the suite could not rebuild what the cell had: say so, write the others
-        found.why = f"the generator failed on this cell: {type(exc).__name__}: {' '.join(str(exc).split())[:300]}"
-        return found
-    finally:
-        torch._dynamo.reset()
+    found.why = ""
     found.script = f"{group.id}.py"
     found.notes = list(steps.notes) + ([f"config written in full: {fallback}"] if fallback else [])
     (folder / found.script).write_text(source)

@@ -4,7 +4,7 @@ torch._inductor.kernel.bmm:tuned_bmm.<locals>.is_preferred_layout_as_bmm_input: 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python backend-1477e381.py
 The suite saw: generate with a StaticCache and compiled decode failed: inductor failed where dynamo alone traces the
 same call fullgraph (backend eager): compiling the traced graph failed: LoweringException: ...
-Shared by 2 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 2 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeVisionAttention
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-4d94b9d2.py
 The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
 Eq(u12, 0) (unhinted: Eq(u12, 0)). (Size-like symbols: u12) (at ...
-Shared by 1 class(es), 21 cell(s) of 21 check(s) (index.json lists them).
+Shared by 1 class(es), 23 cell(s) of 23 check(s) (index.json lists them).
 """
 
 import torch

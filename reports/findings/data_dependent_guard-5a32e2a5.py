@@ -4,7 +4,7 @@ Qwen2VLForConditionalGeneration (compile_dynamic).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-5a32e2a5.py
 The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
 Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at transformers/models/qwen2_vl/modeling_qwen2_vl.py ...
-Shared by 1 class(es), 21 cell(s) of 21 check(s) (index.json lists them).
+Shared by 1 class(es), 23 cell(s) of 23 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.qwen3_omni_moe.modeling_qwen3_omni_moe:Qwen3OmniMoeVisionAtt
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python data_dependent_guard-976eeb19.py
 The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
 Could not guard on data-dependent expression Eq(u12, 0) (unhinted: Eq(u12, 0)). (Size-like symbols: u12) (at ...
-Shared by 1 class(es), 21 cell(s) of 21 check(s) (index.json lists them).
+Shared by 1 class(es), 23 cell(s) of 23 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ Emu3ForConditionalGeneration (export_forward).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-98594915.py
 The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression zuf0 (unhinted: zuf0). (Size-like symbols: none) (at transformers/models/emu3/modeling_emu3.py:1019)
-Shared by 1 class(es), 8 cell(s) of 8 check(s) (index.json lists them).
+Shared by 1 class(es), 10 cell(s) of 10 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.glm4v_moe.modeling_glm4v_moe:Glm4vMoeVisionAttention.forward
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-a9a0a8e1.py
 The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
 Could not guard on data-dependent expression Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at ...
-Shared by 1 class(es), 21 cell(s) of 21 check(s) (index.json lists them).
+Shared by 1 class(es), 23 cell(s) of 23 check(s) (index.json lists them).
 """
 
 import inspect

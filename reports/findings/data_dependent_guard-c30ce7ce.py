@@ -4,7 +4,7 @@ transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forw
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-c30ce7ce.py
 The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression Eq(u6, 0) (unhinted: Eq(u6, 0)). (Size-like symbols: u6) (at ...
-Shared by 1 class(es), 14 cell(s) of 14 check(s) (index.json lists them).
+Shared by 1 class(es), 16 cell(s) of 16 check(s) (index.json lists them).
 """
 
 import torch

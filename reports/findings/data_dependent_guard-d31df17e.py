@@ -4,7 +4,7 @@ transformers.models.led.modeling_led:LEDEncoderSelfAttention._chunk: LEDForCondi
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-d31df17e.py
 The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression Eq(u1, 1) (unhinted: Eq(u1, 1)). (Size-like symbols: none) (at ...
-Shared by 1 class(es), 3 cell(s) of 3 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.ernie4_5_vl_moe.modeling_ernie4_5_vl_moe:Ernie4_5_VLMoeVisio
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-ef0d9d73.py
 The suite saw: fullgraph compile failed: GuardOnDataDependentSymNode: Could not guard on data-dependent expression
 Eq(u8, 0) (unhinted: Eq(u8, 0)). (Size-like symbols: u8) (at ...
-Shared by 2 class(es), 42 cell(s) of 21 check(s) (index.json lists them).
+Shared by 2 class(es), 46 cell(s) of 23 check(s) (index.json lists them).
 """
 
 import torch

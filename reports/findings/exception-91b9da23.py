@@ -4,7 +4,7 @@ transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._bui
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python exception-91b9da23.py
 The suite saw: ImportError: The default VibeVoice noise scheduler (`DPMSolverMultistepScheduler`) requires
 `diffusers`. Install it with `pip install diffusers`, or pass a custom `noise_scheduler` instance to ...
-Shared by 1 class(es), 11 cell(s) of 11 check(s) (index.json lists them).
+Shared by 1 class(es), 12 cell(s) of 12 check(s) (index.json lists them).
 """
 
 import torch

@@ -22,6 +22,8 @@ pytestmark = pytest.mark.meta
     ("export_forward", "export"), ("export_generate", "export"), ("export_onnx", "ONNX"), ("onnx_generate", "ONNX"),
     ("exporter_onnx_forward", "ONNX"), ("executorch", "ExecuTorch"), ("exporter_executorch_generate", "ExecuTorch"),
     ("exporter_openvino_forward", "OpenVINO"), ("exporter_dynamo_generate", "exporters"), ("aoti_generate", "AOTI"),
+    ("exporter_onnx_ort_dynamic_forward", "quantized"), ("exporter_executorch_pt2e_generate", "quantized"),
+    ("exporter_openvino_nncf_openvino_weights_forward", "quantized"),
 ])
 def test_each_column_belongs_to_its_deploy_path(column, group):
     assert page.deploy_group(column) == group
@@ -29,10 +31,11 @@ def test_each_column_belongs_to_its_deploy_path(column, group):
 
 def test_the_paths_are_in_deploy_order_and_only_those_with_columns():
     checks = ["build", "legacy_cache", "exporter_openvino_forward", "build~fp16", "export_onnx", "compile_prefill",
-              "static_cache~bf16", "executorch", "build~bf16"]
+              "static_cache~bf16", "executorch", "build~bf16", "exporter_onnx_pt2e_forward"]
     assert [(label, cols) for label, _, cols in page.deploy_groups(checks)] == [
         ("eager", ["build"]), ("compile", ["compile_prefill"]), ("ONNX", ["export_onnx"]),
         ("ExecuTorch", ["executorch"]), ("OpenVINO", ["exporter_openvino_forward"]),
+        ("quantized", ["exporter_onnx_pt2e_forward"]),  # a quantized export: its own path, not ONNX's
         ("bf16", ["static_cache~bf16", "build~bf16"]), ("fp16", ["build~fp16"])]  # a dtype run: its own path
 
 

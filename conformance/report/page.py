@@ -11,8 +11,9 @@ Contracts:
   row's class name, model_type, aliases or checkpoint fields,
   `search_text`; punctuation ignored) and a row per class with a column per
   deploy path (`DEPLOY`: eager, compile, static cache, export, ONNX, AOTI,
-  ExecuTorch, OpenVINO, transformers' exporters; then bf16 and fp16 where dtype
-  runs are merged, `DTYPE_PATHS`; `deploy_group`), each cell
+  ExecuTorch, OpenVINO, transformers' exporters; then the quantized exports,
+  `QUANTIZED_PATH`, and bf16 and fp16 where dtype runs are merged,
+  `DTYPE_PATHS`; `deploy_group`), each cell
   the class's state there (`class_view.state`) in the newest run
   (`main_run`), linking to the column that says most (its first that does
   not work). Below: the legend, each run's summary (a headline, then a row
@@ -56,6 +57,7 @@ from importlib import resources
 from typing import Sequence
 
 from conformance import columns as column_ids, versions
+from conformance.checks.common import exporter_table
 from conformance.report import answer, class_view, findings, flag_advice, history as cell_history, render, summary
 from conformance.report.io import finite
 from conformance.report.reproduce import reproducer_template
@@ -85,6 +87,11 @@ DEPLOY = (
     ("exporters", "transformers.exporters' torch.export backend (exporter_dynamo_*; its other backends are under "
                   "ONNX, ExecuTorch and OpenVINO)", ("exporter_",)),
 )
+# transformers.exporters' quantized columns (`exporter_table.COLUMNS` rows with a quantizer) are a path of their own:
+# "does my model work quantized?" is another question than the float export's, on the same backends.
+QUANTIZED_PATH = ("quantized", "transformers.exporters' quantizers (PT2E, ONNX Runtime, NNCF) on each backend they "
+                               "take: int8 export, SQNR from eager float (exporter_<backend>_<quantizer>_*)")
+QUANTIZED = frozenset(row.id for row in exporter_table.COLUMNS if row.quantizer)
 # A dtype run merged into the matrix (`static_cache~bf16`) is a path of its own on the first screen: "does my model
 # work in bfloat16?" (the paths above are the run's own dtype's).
 DTYPE_PATHS = {"bfloat16": ("bf16", "the same checks with the model and inputs in bfloat16: eager, compile, the caches, "
@@ -137,14 +144,16 @@ def deploy_group(column: str) -> str:
     if dtype:
         return DTYPE_PATHS[dtype][0] if dtype in DTYPE_PATHS else ""
     check = column_ids.split(column)[0]
+    if check in QUANTIZED:
+        return QUANTIZED_PATH[0]
     matches = [(len(start), label) for label, _, starts in DEPLOY for start in starts if check.startswith(start)]
     return max(matches)[1] if matches else ""
 
 
 def deploy_groups(checks: Sequence[str]) -> list[tuple[str, str, list[str]]]:
-    """(label, what it covers, its columns of `checks`) per `DEPLOY` path, then `DTYPE_PATHS` path, that has a column
-    here, in that order."""
-    paths = [(label, about) for label, about, _ in DEPLOY] + list(DTYPE_PATHS.values())
+    """(label, what it covers, its columns of `checks`) per `DEPLOY` path, the quantized path, then `DTYPE_PATHS`
+    path, that has a column here, in that order."""
+    paths = [(label, about) for label, about, _ in DEPLOY] + [QUANTIZED_PATH] + list(DTYPE_PATHS.values())
     found = [(label, about, [c for c in checks if deploy_group(c) == label]) for label, about in paths]
     return [group for group in found if group[2]]
 

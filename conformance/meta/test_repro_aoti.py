@@ -92,3 +92,18 @@ def test_a_template_that_cannot_write_its_cell_hands_on_to_the_next_check(tmp_pa
     templates["build"] = refuse
     refused = repro.write_one(group, [{}], tmp_path)
     assert (refused.check, refused.why, refused.script) == ("aoti_forward", "not an AOTI step", "")
+
+
+def test_a_vision_part_that_fails_in_its_package_is_written_as_that_part_alone(monkeypatch):
+    facts = {"inputs": {}, "vision": ".model.vision", "media": ["pixel_values"]}
+    monkeypatch.setattr(aoti_checks, "generation_facts", lambda ctx: dict(facts))
+    steps = aoti_checks.aoti_generate(_context("run: part vision: RuntimeError: index out of bounds: 0 <= tmp9 < 16L"))
+    assert any(line.startswith("program = export_part(VisionPart(model.model.vision)") for line in steps.body)
+    assert steps.body[-1].startswith("serve_fresh(package, media)")
+    for reason in ("run: part prefill: RuntimeError: expected size 11==15", "compare: traced: logits differ"):
+        with pytest.raises(NoTemplate):
+            aoti_checks.aoti_generate(_context(reason))
+    dynamic = _context("run: part vision: RuntimeError: x")
+    dynamic.metrics["dynamic_parts"] = ["vision"]
+    with pytest.raises(NoTemplate, match="dynamic"):
+        aoti_checks.aoti_generate(dynamic)

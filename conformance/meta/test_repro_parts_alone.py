@@ -29,7 +29,7 @@ def _context(kind: str, reason: str, what: str = "") -> SimpleNamespace:
 
 @pytest.fixture(autouse=True)
 def given_facts(monkeypatch):
-    monkeypatch.setattr(export_checks, "_generation_facts", lambda ctx: dict(FACTS))
+    monkeypatch.setattr(export_checks, "generation_facts", lambda ctx: dict(FACTS))
 
 
 def _index(body: list[str], start: str) -> int:

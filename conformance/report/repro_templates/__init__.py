@@ -32,6 +32,7 @@ TEMPLATES: dict[str, Callable[[Context], Steps]] = {
     "export_onnx": export_checks.export_onnx,
     "onnx_generate": export_checks.onnx_generate,
     "aoti_forward": aoti_checks.aoti_forward,
+    "aoti_generate": aoti_checks.aoti_generate,
     # the float exporter rows only: a quantized row's script would have to quantize as its column does (no template
     # yet, so its findings say there is no reproducer rather than give one that exports in float)
     **{row.id: exporter_checks.TEMPLATES[row.part] for row in exporter_table.COLUMNS if row.quantizer is None},

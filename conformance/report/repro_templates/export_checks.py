@@ -116,7 +116,7 @@ def export_static_cache(ctx: Context) -> Steps:
                             "HEADS": literal(heads), "HEAD_DIM": literal(head_dim)})
 
 
-def _generation_facts(ctx: Context) -> dict:
+def generation_facts(ctx: Context) -> dict:
     """What export_generate derives from the model: the decoding and vision owners, media and text inputs,
     the placeholder id, the cache length and argument (batch 1: the sample's second prompt)."""
     from conformance.cases.configs import placeholder_id
@@ -166,7 +166,7 @@ def _stage(ctx: Context, pattern: str) -> str:
     return found.group(1) if found else ""
 
 
-def _vision_first(facts: dict) -> list[str]:
+def vision_first_lines(facts: dict) -> list[str]:
     """The lines up to the vision part, the first one exported: when its export fails, nothing after it runs."""
     return ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
             "model = tiny_model()",
@@ -174,10 +174,10 @@ def _vision_first(facts: dict) -> list[str]:
 
 
 def export_generate(ctx: Context) -> Steps:
-    facts = _generation_facts(ctx)
+    facts = generation_facts(ctx)
     stage = _stage(ctx, r"export of part '?(\w+)")
     if stage == "vision" and facts["vision"] is not None:
-        body = _vision_first(facts) + [f"export_part(VisionPart(model{facts['vision']}), kwargs=media)"]
+        body = vision_first_lines(facts) + [f"export_part(VisionPart(model{facts['vision']}), kwargs=media)"]
         return _steps(ctx, body, facts, ("export_part", "VisionPart"))
     body = _split(facts) + ["programs = {}"]
     prefill_only = _prefill_decides(ctx)
@@ -334,10 +334,10 @@ def export_onnx(ctx: Context) -> Steps:
 
 
 def onnx_generate(ctx: Context) -> Steps:
-    facts = _generation_facts(ctx)
+    facts = generation_facts(ctx)
     stage = _stage(ctx, r"(?:export|onnxruntime session) of part '(\w+)'")
     if _stage(ctx, r"export of part '(\w+)'") == "vision" and facts["vision"] is not None:
-        body = _vision_first(facts) + [
+        body = vision_first_lines(facts) + [
             "folder = tempfile.mkdtemp()",
             f'{_onnx_export()}(VisionPart(model{facts["vision"]}), dict(media), os.path.join(folder, "model.onnx"))']
         steps = _steps(ctx, body, facts, (_onnx_export(), "VisionPart"))
@@ -358,7 +358,7 @@ def onnx_generate(ctx: Context) -> Steps:
     vision = f"VisionPart(model{facts['vision']}), dict(media)"
     vision_first = part_alone and facts["vision"] is not None  # a cut after the vision part keeps no text line
     if vision_first:
-        first = _vision_first(facts)[:2]  # the media inline: the text lines after it (the split's) define `media`
+        first = vision_first_lines(facts)[:2]  # the media inline: the text lines after it (the split's) define `media`
         media = f"{{k: inputs[k] for k in {facts['media']!r}}}"
         body = first + helper + [f"onnx_part('vision', VisionPart(model{facts['vision']}), {media})"] + \
             [s for s in _split(facts) if s not in first]

@@ -95,14 +95,16 @@ def serve_fresh(package, inputs):
 
     folder = os.path.dirname(package)
     torch.save(inputs, os.path.join(folder, "inputs.pt"))
-    code = ("import sys, torch\nstep = 'load'\ntry:\n    runner = torch._inductor.aoti_load_package(sys.argv[1])\n"
-            "    step = 'run'\n    with torch.no_grad():\n        out = runner(**torch.load(sys.argv[2]))\n"
-            "    torch.save(out, sys.argv[2] + '.out')\nexcept Exception as exc:\n"
-            "    sys.exit(f'{step}: {(str(exc).splitlines() or [type(exc).__name__])[0]}')\n")
+    code = ("import sys, torch\nprint('load', flush=True)\ntry:\n"
+            "    runner = torch._inductor.aoti_load_package(sys.argv[1])\n    print('run', flush=True)\n"
+            "    with torch.no_grad():\n        torch.save(runner(**torch.load(sys.argv[2])), sys.argv[2] + '.out')\n"
+            "except Exception as exc:\n    sys.exit((str(exc).splitlines() or [type(exc).__name__])[0])\n")
     done = subprocess.run([sys.executable, "-I", "-c", code, package, os.path.join(folder, "inputs.pt")],
                           capture_output=True, text=True, env={**os.environ, "AOTI_RUNTIME_CHECK_INPUTS": "1"})
-    if done.returncode:
-        raise RuntimeError((done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1])
+    if done.returncode:  # the exception's first line, or what a C++ exception that ended the process said
+        lines = done.stderr.strip().splitlines() or [f"exit status {done.returncode}"]
+        said = [line.split("what():", 1)[1].strip() for line in lines if "what():" in line]
+        raise RuntimeError(f"{done.stdout.split()[-1]}: {said[-1] if said else lines[-1]}")
     return torch.load(os.path.join(folder, "inputs.pt.out"))
 
 

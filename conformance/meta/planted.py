@@ -11,7 +11,8 @@ builds its own mask from a 2D mask (or takes generate's 4D one), and takes
 its positions from ``cache_position`` or the cache's length.
 
 Each subclass plants one bug (`BUGS` names them); `case_for(model_class)`
-makes a Case whose fresh models are that class with the same weights.
+makes a Case whose fresh models are that class with the same weights (`PlantedCase`; `FactoryCase`, its base,
+is the other meta tests' synthetic case: any factory, the sample and variants the test gives).
 `Exportable` is the smallest module the export checks pass on (ids and a
 mask in, logits out): the export and ONNX meta tests subclass it for theirs.
 `judged_as_declared(check_id, metrics)` says whether a cell recorded the
@@ -434,14 +435,20 @@ class Exportable(torch.nn.Module):
 
 
 @dataclass
-class PlantedCase(Case):
-    """A Case whose fresh models are `factory()` with the same weights every time."""
+class FactoryCase(Case):
+    """A Case whose fresh models are `factory()` with the same weights every time (seeded by the case's seed);
+    its sample and variants are whatever the test gives it. The meta tests' synthetic cases are this."""
 
     factory: Callable[[], torch.nn.Module] | None = None
 
     def fresh_model(self) -> torch.nn.Module:
         torch.manual_seed(self.seed)
         return self.factory().eval()
+
+
+@dataclass
+class PlantedCase(FactoryCase):
+    """A FactoryCase whose variants are made from its sample by a forward of the planted model itself."""
 
     def variants(self) -> Variants:
         """The sample's variants (`build.variants`), checked by a forward of the planted model itself."""

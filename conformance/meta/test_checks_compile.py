@@ -7,37 +7,25 @@ in one known way each).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import pytest
 import torch
 
-from conformance.cases.case import Case
 from conformance.cases.samples import Sample
 from conformance.cases.tiny import TinyModel
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all
 from conformance.discover import ModelInfo
+from conformance.meta.planted import FactoryCase
 
 load_all()
 
 
-@dataclass
-class SyntheticCase(Case):
-    """A Case whose fresh models come from `factory` (seeded: same weights every time)."""
-
-    factory: Callable[[], torch.nn.Module] | None = None
-
-    def fresh_model(self) -> torch.nn.Module:
-        torch.manual_seed(self.seed)
-        return self.factory().eval()
-
-
-def synthetic_case(factory: Callable[[], torch.nn.Module], inputs: dict) -> SyntheticCase:
+def synthetic_case(factory: Callable[[], torch.nn.Module], inputs: dict) -> FactoryCase:
     info = ModelInfo(name="Synthetic", model_class=torch.nn.Module, config_class=None, model_type="synthetic",
                      module="conformance.meta", modalities=("text",), tasks=(), kind="synthetic", declared={})
-    return SyntheticCase(info=info, tiny=TinyModel(info=info, config=None, source="synthetic"),
+    return FactoryCase(info=info, tiny=TinyModel(info=info, config=None, source="synthetic"),
                          sample=Sample(inputs=inputs, strategy="synthetic"), factory=factory)
 
 
@@ -78,7 +66,7 @@ class DiffersWhenCompiled(Clean):
         return y + 1.0 if torch.compiler.is_compiling() else y
 
 
-def prefill_case(cls) -> SyntheticCase:
+def prefill_case(cls) -> FactoryCase:
     return synthetic_case(cls, {"x": torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(0))})
 
 

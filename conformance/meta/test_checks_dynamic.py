@@ -10,20 +10,18 @@ longer prompt, and the exported program refuses it.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable
 
 import pytest
 import torch
 
-from conformance.cases.case import Case
 from conformance.cases.samples import Sample
 from conformance.cases.tiny import TinyModel
 from conformance.cases.variants import LONGER, doubled_batch, longer, make_variants, shorter
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all
 from conformance.checks.common.shapes import SHAPES_LOGGER, ShapeLog, dim_name, dynamic_inputs, varying_dims
+from conformance.meta.planted import PlantedCase
 
 pytestmark = pytest.mark.meta
 
@@ -84,23 +82,9 @@ def _sample() -> Sample:
     return Sample(inputs={"input_ids": ids, "attention_mask": (ids != PAD).long()}, strategy="synthetic")
 
 
-@dataclass
-class SyntheticCase(Case):
-    factory: Callable[[], torch.nn.Module] | None = None
-
-    def fresh_model(self) -> torch.nn.Module:
-        torch.manual_seed(self.seed)
-        return self.factory().eval()
-
-    def variants(self):
-        if self._variants is None:
-            self._variants = make_variants(self.tiny, self.sample, self.fresh_model())
-        return self._variants
-
-
-def case_of(factory) -> SyntheticCase:
+def case_of(factory) -> PlantedCase:
     tiny = TinyModel(info=None, config=CONFIG, source="synthetic")
-    return SyntheticCase(info=SimpleNamespace(name="Synthetic"), tiny=tiny, sample=_sample(), factory=factory)
+    return PlantedCase(info=SimpleNamespace(name="Synthetic"), tiny=tiny, sample=_sample(), factory=factory)
 
 
 # ---- the checks -----------------------------------------------------------------------------------

@@ -8,23 +8,19 @@ harness may skip; a matrix cell never says "does not apply" for that:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable
 
 import pytest
 import torch
 
 from conformance import tolerances
-
-from conformance.cases.case import Case
 from conformance.cases.samples import Sample
 from conformance.cases.variants import Variants
 from conformance.checks import export_onnx, onnx_generate
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common import registry
 from conformance.checks.common.outcome import ContractViolation, run_check
-from conformance.meta.planted import Exportable
+from conformance.meta.planted import Exportable, FactoryCase
 
 pytestmark = pytest.mark.meta
 
@@ -87,19 +83,10 @@ class PaddedAttention(torch.nn.Module):
         return {"logits": self.head(out.squeeze(1))}
 
 
-@dataclass
-class SyntheticCase(Case):
-    factory: Callable[[], torch.nn.Module] | None = None
-
-    def fresh_model(self) -> torch.nn.Module:
-        torch.manual_seed(self.seed)
-        return self.factory().eval()
-
-
-def case_of(factory, inputs=None, config=None) -> SyntheticCase:
+def case_of(factory, inputs=None, config=None) -> FactoryCase:
     inputs = inputs or {"input_ids": torch.tensor([[0, 0, 4, 5], [5, 6, 7, 8]]),
                         "attention_mask": torch.tensor([[0, 0, 1, 1], [1, 1, 1, 1]])}
-    return SyntheticCase(info=None, tiny=SimpleNamespace(config=config), sample=Sample(inputs=inputs,
+    return FactoryCase(info=None, tiny=SimpleNamespace(config=config), sample=Sample(inputs=inputs,
                          strategy="synthetic"), factory=factory)
 
 
@@ -255,7 +242,7 @@ def _tiny_lm():
     return LlamaForCausalLM(config).eval()
 
 
-def _lm_case() -> SyntheticCase:
+def _lm_case() -> FactoryCase:
     inputs = {"input_ids": torch.tensor([[0, 0, 3, 14, 15], [9, 26, 5, 35, 8]]),
               "attention_mask": torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])}
     case = case_of(_tiny_lm, inputs, config=_tiny_lm().config)

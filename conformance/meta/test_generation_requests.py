@@ -10,19 +10,17 @@ request. Each column runs where its packages are installed (ONNX Runtime, ExecuT
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
 from types import SimpleNamespace
-from typing import Callable
 
 import pytest
 import torch
 
-from conformance.cases.case import Case
 from conformance.cases.samples import Sample
 from conformance.cases.variants import Variant, Variants, longer
 from conformance.checks.common import onnx as _onnx
 from conformance.checks.common.outcome import run_check
 from conformance.checks.common.registry import load_all
+from conformance.meta.planted import FactoryCase
 
 pytestmark = pytest.mark.meta
 
@@ -107,22 +105,13 @@ def _vision_class():
     return WidthBranch
 
 
-@dataclass
-class PlantedCase(Case):
-    factory: Callable[[], torch.nn.Module] | None = None
-
-    def fresh_model(self) -> torch.nn.Module:
-        torch.manual_seed(self.seed)
-        return self.factory().eval()
-
-
-def _text_case(factory) -> PlantedCase:
+def _text_case(factory) -> FactoryCase:
     config = _config()
     sample = Sample(inputs={"input_ids": torch.tensor([[0, 0, 3, 14, 15, 9], [9, 26, 5, 35, 8, 11]]),
                             "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]])},
                     strategy="planted")
     variants = Variants(available={"longer": Variant("longer", longer(sample, config, {}), "5 text tokens more")})
-    return PlantedCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
+    return FactoryCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
                        _variants=variants)
 
 
@@ -135,7 +124,7 @@ def _image_sample(width: int) -> Sample:
                   strategy="planted", media_keys=("pixel_values",))
 
 
-def _image_case() -> PlantedCase:
+def _image_case() -> FactoryCase:
     config = _config(image_token_id=PLACEHOLDER)
     cls = _vision_class()
     sample = _image_sample(8)
@@ -147,7 +136,7 @@ def _image_case() -> PlantedCase:
         torch.manual_seed(0)
         return cls(_config(image_token_id=PLACEHOLDER)).eval()
 
-    return PlantedCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
+    return FactoryCase(info=None, tiny=SimpleNamespace(config=config), sample=sample, factory=factory,
                        _variants=variants)
 
 

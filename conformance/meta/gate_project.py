@@ -11,6 +11,7 @@ package is imported at its base and at its head).
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 from conformance.report import render
@@ -61,6 +62,26 @@ def make_root(path: Path, models: str = "") -> Path:
     if models:
         (path / "gate_models.py").write_text(models)
     return path
+
+
+def git(repo: Path, *args: str) -> str:
+    """`git -C repo args...` with a committer set, its output stripped (raises on a failing command)."""
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=gate@example.com", "-c", "user.name=gate",
+                           *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def fake_checkout(repo: Path, base: str, head: str, message: str) -> str:
+    """A git repository at `repo` whose ``src/gate_models.py`` is `base`, then `head` committed on top as `message`
+    (a pull request); the base commit's hash."""
+    (repo / "src").mkdir()
+    git(repo, "init", "-q")
+    (repo / "src" / "gate_models.py").write_text(base)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    base_commit = git(repo, "rev-parse", "HEAD")
+    (repo / "src" / "gate_models.py").write_text(head)
+    git(repo, "commit", "-qam", message)
+    return base_commit
 
 
 def cells(envelope: dict) -> dict[tuple[str, str], str]:

@@ -13,7 +13,6 @@ column groups are the CLI's default: every group, the half-precision ones includ
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 
 import pytest
 
@@ -36,11 +35,6 @@ HEAD = (BASE.replace("class HalfRegressingLM(TinyLM)", "class HalfRegressingLM(F
         .replace("import TinyLM\n", "import TinyLM\nfrom conformance.meta.planted_dtype import Float32MinimumLM\n"))
 
 
-def git(repo, *args) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=gate@example.com", "-c", "user.name=gate",
-                           *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def pr_gate(tmp_path_factory):
     """(exit status, the gate's envelope, the request the CLI made) of ``conformance jobs gate --since``."""
@@ -48,13 +42,7 @@ def pr_gate(tmp_path_factory):
     from conformance.tools import cli, job_gate
 
     repo = tmp_path_factory.mktemp("checkout")
-    (repo / "src").mkdir()
-    git(repo, "init", "-q")
-    (repo / "src" / "gate_models.py").write_text(BASE)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    (repo / "src" / "gate_models.py").write_text(HEAD)
-    git(repo, "commit", "-qam", "the pull request: a bf16-only regression")
+    base = gate_project.fake_checkout(repo, BASE, HEAD, "the pull request: a bf16-only regression")
     root = gate_project.make_root(tmp_path_factory.mktemp("root"))
     made, real_run_gate = {}, job_gate.run_gate
 
@@ -73,7 +61,7 @@ def pr_gate(tmp_path_factory):
                            "--root", str(root), "-o", "pr.json"])
     import json
 
-    return status, json.loads((root / "pr.json").read_text()), made["request"], git(repo, "rev-parse", "HEAD~1")
+    return status, json.loads((root / "pr.json").read_text()), made["request"], base
 
 
 def test_a_bf16_only_regression_turns_the_pr_gate_red_without_naming_a_group(pr_gate):

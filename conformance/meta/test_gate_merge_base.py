@@ -9,8 +9,6 @@ commit and at the head commit. The gate runs the same jobs at the head (the chec
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
 from conformance import locations
@@ -59,24 +57,11 @@ HEAD = (BASE.replace("class FixedLM(DataDependentLM)", "class FixedLM(TinyLM)")
         .replace("NAMES = [", ADDED + "NAMES = [\"NewBrokenLM\", \"NewLM\", "))
 
 
-def git(repo, *args) -> str:
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.email=gate@example.com", "-c", "user.name=gate",
-                           *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory):
     """(repo, base commit): the models at the base, then the head's change committed on top."""
     repo = tmp_path_factory.mktemp("checkout")
-    (repo / "src").mkdir()
-    git(repo, "init", "-q")
-    (repo / "src" / "gate_models.py").write_text(BASE)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    base = git(repo, "rev-parse", "HEAD")
-    (repo / "src" / "gate_models.py").write_text(HEAD)
-    git(repo, "commit", "-qam", "the pull request")
-    return repo, base
+    return repo, gate_project.fake_checkout(repo, BASE, HEAD, "the pull request")
 
 
 @pytest.fixture(scope="module")

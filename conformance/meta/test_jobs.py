@@ -22,6 +22,7 @@ from conformance.checks.common import exporter_table, registry
 from conformance.meta.fake_cases import conftest
 from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
+from conformance.report import envelope as report
 from conformance.run import shards
 from conformance.tools import cli, job_publish, job_run
 from conformance.tools import jobs as joblists
@@ -524,6 +525,84 @@ def test_publishing_writes_the_merged_matrix_and_the_readme(one_run, tmp_path, m
         assert taken == [root / "reports" / "matrix.html"] and line.startswith("wrote ")
     else:
         assert taken == [] and "left as it was" in line
+
+
+def _crashed_in_its_job(root: Path, job: dict, model: str, column: str) -> dict:
+    """The job's envelope with the cell ended as a crashed worker's; the cell as the job had run it."""
+    files = job_run.JobFiles(root / job["out"])
+    envelope = json.loads(files.out.read_text())
+    ran = envelope["models"][model]["cells"][column]
+    envelope["models"][model]["cells"][column] = {**ran, "verdict": "error", "observed": "error", "metrics": {},
+                                                  "reason": "worker crashed: the process ended without a traceback",
+                                                  "fingerprint": {"kind": "crash", "what": "no traceback"}}
+    files.out.write_text(json.dumps(envelope))
+    return ran
+
+
+def _amendment(root: Path, job: dict, model: str, column: str, cell: dict, name: str) -> str:
+    """An amendment file of the job's group: `cell` as the one cell of a run alone (the job's envelope, cut)."""
+    envelope = json.loads((root / job["out"]).read_text())
+    row = {**envelope["models"][model], "cells": {column: cell}}
+    envelope.update(models={model: row}, summary=report.summarize({model: row}, envelope["checks"]))
+    path = root / job_publish.AMENDMENTS / f"{job['env']}-{job['group']}-{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(envelope))
+    return path.relative_to(root).as_posix()
+
+
+def test_a_group_publishes_over_the_published_matrix_its_columns_whole_with_its_amendments(one_run, tmp_path):
+    """`jobs publish --group`: a group finished after its version was published replaces its columns of the
+    published matrix whole (a class it no longer runs keeps no cell there), leaves the other columns as they were,
+    and a cell the machine ended in its job (a crashed worker) is the cell of its amendment, run alone."""
+    root, joblist, single = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    env = joblist["versions"][0]["env"]
+    job_publish.publish(joblist, copy)
+    published_path = joblists.published_path(joblists.version_of(env), copy)
+    published = json.loads(published_path.read_text())
+    ghost = "GhostForConditionalGeneration"  # published before, no longer run by the group
+    published["models"][ghost] = {**published["models"][OK],
+                                  "cells": {c: published["models"][OK]["cells"][c] for c in ("build", "export_dynamic")}}
+    published["summary"] = report.summarize(published["models"], published["checks"])
+    published_path.write_text(json.dumps(published))
+    [job] = job_publish.group_jobs(joblist, env, "dynamic")
+    ran = _crashed_in_its_job(copy, job, OK, "export_dynamic")
+    name = _amendment(copy, job, OK, "export_dynamic", ran, "alone")
+    assert cli.main(["jobs", "publish", "--from", str(copy / "single.jobs.json"), "--group", "dynamic", "--no-run",
+                     "--no-screenshot", "--root", str(copy)]) == 0
+    after = json.loads(published_path.read_text())
+    assert sorted(after["models"][ghost]["cells"]) == ["build"]
+    assert {k: v for k, v in verdicts(after).items() if k[0] != ghost} == verdicts(single)
+    assert after["models"][OK]["cells"]["export_dynamic"]["observed"] == "pass"
+    group_run = json.loads((copy / "reports" / "latest" / f"{env}-dynamic.json").read_text())
+    assert set(group_run["checks"]) == {"compile_dynamic", "export_dynamic"}
+    done = job_publish.publish_group(joblist, env, "dynamic", copy)
+    assert (done.amended, done.amendments, done.cells) == (1, [name], 2 * len(CLASSES))
+    assert done.unexpected == sum(v in ("fail", "error") for (m, c), v in verdicts(single).items()
+                                  if c in ("compile_dynamic", "export_dynamic"))
+
+
+def test_an_amendment_replaces_only_a_cell_the_machine_ended_and_only_at_this_cell_code(one_run, tmp_path):
+    root, joblist, _ = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    env = joblist["versions"][0]["env"]
+    [job] = job_publish.group_jobs(joblist, env, "dynamic")
+    ran = json.loads((copy / job["out"]).read_text())["models"][OK]["cells"]["export_dynamic"]
+    name = _amendment(copy, job, OK, "export_dynamic", ran, "over-a-verdict")
+    with pytest.raises(joblists.JobsError, match=rf"{re.escape(name)}: {OK} export_dynamic has a verdict in its job "
+                                                 r"\(pass\); an amendment replaces only cells whose run the machine"):
+        job_publish.merge_group(joblist, env, "dynamic", copy)
+    _crashed_in_its_job(copy, job, OK, "export_dynamic")
+    amendment = json.loads((copy / name).read_text())
+    amendment["suite"] = {**amendment["suite"], "cell_code": "0123456789ab"}
+    (copy / name).write_text(json.dumps(amendment))
+    with pytest.raises(joblists.JobsError, match=rf"{re.escape(name)}: made by cell code 0123456789ab, not this "):
+        job_publish.merge_group(joblist, env, "dynamic", copy)
+    with pytest.raises(joblists.JobsError, match=r"--group: the job list has no group 'nope' for .*; it has "
+                                                 r"dynamic, plain"):
+        job_publish.group_jobs(joblist, env, "nope")
 
 
 def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_run):

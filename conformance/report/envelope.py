@@ -298,12 +298,13 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     the old one). A column one run file could not run (`not_run`) and another
     ran is a run column. The merged environment is the first file's, numeric
     extras (peak memory) taken as the maximum over the files, less the one
-    run's `command`: the merged runs are `environment.runs` (`runs_of`). A run
-    under another backend joins as its own columns (`as_backend_columns`).
+    run's `command`: the merged runs are `environment.runs` (`runs_of`; a run listed
+    twice, once). A run under another backend joins as its own columns (`as_backend_columns`).
     """
     if not envelopes:
         raise EnvelopeError("merge: no run files given; pass two or more shard envelopes")
     runs = [run for envelope, source in zip(envelopes, sources) for run in runs_of(envelope, source)]
+    runs = [run for index, run in enumerate(runs) if run not in runs[:index]]  # a group republished over its own runs
     envelopes = _as_main_columns(envelopes, sources)
     first_env = envelopes[0]["environment"]
     for envelope, source in zip(envelopes[1:], sources[1:]):
@@ -350,9 +351,12 @@ def merge_envelopes(envelopes: list[dict], sources: list[str]) -> dict:
     }
 
 
-def supersede(envelopes: list[dict], sources: list[str]) -> tuple[dict, int]:
+def supersede(envelopes: list[dict], sources: list[str], whole_columns: bool = False) -> tuple[dict, int]:
     """One envelope where each file's cells replace the same cells of the files before it (a rerun of some
     cells or columns over a published matrix: `conformance merge --replace`), and how many were replaced.
+    With `whole_columns`, a file's columns (its ``checks``) replace those columns of the files before it whole:
+    a cell an earlier file has in such a column and the later file lacks is dropped too (a column group
+    republished: no cell of a class it no longer runs survives).
 
     A class's row facts (sample strategy, sizes) and a column's description come from the last file that has
     them; otherwise it is `merge_envelopes` of what is left (the same environment checks, `runs` lists every file).
@@ -364,10 +368,12 @@ def supersede(envelopes: list[dict], sources: list[str]) -> tuple[dict, int]:
     for index, envelope in enumerate(envelopes):
         later = [e for e in envelopes[index + 1:]]
         newer_cells = {(m, c) for e in later for m, row in e["models"].items() for c in row["cells"]}
+        newer_columns = {c for e in later for c in e["checks"]} if whole_columns else set()
         newer_rows = {m: row for e in later for m, row in e["models"].items()}
         models = {}
         for model, row in envelope["models"].items():
-            cells = {c: cell for c, cell in row["cells"].items() if (model, c) not in newer_cells}
+            cells = {c: cell for c, cell in row["cells"].items()
+                     if (model, c) not in newer_cells and c not in newer_columns}
             replaced += len(row["cells"]) - len(cells)
             facts = {k: v for k, v in (newer_rows.get(model) or row).items() if k != "cells"}
             models[model] = {**{k: v for k, v in row.items() if k != "cells"}, **facts, "cells": cells}

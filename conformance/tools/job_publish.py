@@ -22,6 +22,13 @@ Contracts:
   list's `merged`) and publishes it as `conformance publish` does
   (`publishing.publish`: reports/ and the README for the gate's version,
   reports/<env>/ for another), returning the files written.
+* `publish_group(joblist, env, group, root)` publishes one column group of one version (`jobs publish --group`):
+  its jobs merged as `merge_version` merges, its amendments (``reports/jobs/reruns/<env>-<group>-*.json``:
+  cells rerun alone where the machine ended their job's run; `merge_group`) over them, written to
+  reports/latest/<env>-<group>.json, then its columns replace those of the version's published matrix whole and
+  the result, judged against today's expectations, is published as `publish` publishes. JobsError (one line) as
+  `merge_version`, and for an amendment of other cell code, of a cell outside the group, or of a cell its job
+  gave a verdict.
 * `published_picture(joblist, root)` then retakes reports/matrix.png from
   the gate version's page (`publishing.published_picture`; `jobs publish
   --no-screenshot` skips it): one line saying what it did.
@@ -29,22 +36,19 @@ Contracts:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from conformance import versions
 from conformance.gate.judging import judge_envelope
-from conformance.report import cell_code
+from conformance.report import cell_code, io
 from conformance.report import envelope as report
+from conformance.tools import jobs as joblists
 from conformance.tools import publishing
 from conformance.tools.job_run import JobFiles
 from conformance.tools.jobs import JobsError
 from conformance.tools.run_files import merged as merged_runs
-
-
-def unfinished(joblist: dict, root: Path, env: str | None = None) -> list[str]:
-    """The ids of the jobs (of `env`, else all) that have not finished."""
-    return [job["id"] for job in joblist["jobs"]
-            if (env is None or job["env"] == env) and not JobFiles(root / job["out"]).done(job["command"])]
+from conformance.verdicts import FAILING
 
 
 def _with_not_run(envelope: dict, not_run: dict[str, str], check_info: dict) -> dict:
@@ -60,19 +64,31 @@ def _with_not_run(envelope: dict, not_run: dict[str, str], check_info: dict) -> 
             "summary": report.summarize(envelope["models"], checks)}
 
 
-def merge_version(joblist: dict, env: str, root: Path) -> dict:
+def _listed(joblist: dict, env: str) -> dict:
     listed = next((v for v in joblist["versions"] if v["env"] == env), None)
     if listed is None:
         listed_envs = ", ".join(v["env"] for v in joblist["versions"])
         raise JobsError(f"the job list has no version {env!r}; it has {listed_envs}")
-    left = unfinished(joblist, root, env)
+    return listed
+
+
+def merge_version(joblist: dict, env: str, root: Path) -> dict:
+    listed = _listed(joblist, env)
+    merged = _merged_jobs([j for j in joblist["jobs"] if j["env"] == env], env, root)
+    judged, _ = judge_envelope(merged, _expectations_named(joblist, env, root))
+    return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
+
+
+def _merged_jobs(jobs: list[dict], env: str, root: Path) -> dict:
+    """The envelopes of `jobs` (one version's, all finished, by this suite's cell code) merged, not judged."""
+    left = [job["id"] for job in jobs if not JobFiles(root / job["out"]).done(job["command"])]
     if left:
         raise JobsError(f"{len(left)} job(s) of {env} have not finished ({', '.join(left[:5])}"
                         f"{', ...' if len(left) > 5 else ''}): run `conformance jobs run` on the same list "
                         "(it continues them), or fetch their envelopes")
     envelopes, sources, other_code = [], [], {}
     code = cell_code.of_package()
-    for job in (j for j in joblist["jobs"] if j["env"] == env):
+    for job in jobs:
         path = root / job["out"]
         if not path.exists():  # finished with no cell (nothing selected): nothing to merge
             continue
@@ -100,9 +116,7 @@ def merge_version(joblist: dict, env: str, root: Path) -> dict:
                         "runs them again")
     if not envelopes:
         raise JobsError(f"no job of {env} recorded a cell; check the job list's --models and --checks")
-    merged = {**merged_runs(envelopes, sources)[0], "suite": report.suite_version()}
-    judged, _ = judge_envelope(merged, _expectations_named(joblist, env, root))
-    return _with_not_run(judged, listed.get("not_run", {}), listed.get("check_info", {}))
+    return {**merged_runs(envelopes, sources)[0], "suite": report.suite_version()}
 
 
 def _took_its_classes(job: dict, envelope: dict) -> None:
@@ -151,3 +165,104 @@ def published_picture(joblist: dict, root: Path) -> str:
 
 def _published(root: Path, listed: dict) -> dict:
     return report.load_envelope(root / listed["merged"])
+
+
+# --------------------------------------------------------------------------- one column group
+
+
+AMENDMENTS = Path("reports/jobs/reruns")
+
+
+@dataclass(frozen=True)
+class GroupPublication:
+    """What `publish_group` did: the files written, the group's cells, how many the amendments replaced and how
+    many cells of the group fail with no expectation (each a verdict `fail`, `error` or `timeout`)."""
+
+    written: list[Path]
+    cells: int
+    amended: int
+    amendments: list[str]
+    unexpected: int
+    group_run: Path
+
+
+def group_jobs(joblist: dict, env: str, group: str) -> list[dict]:
+    """The jobs of one column group of one version, or JobsError naming the groups the list has for it."""
+    jobs = [j for j in joblist["jobs"] if j["env"] == env and j["group"] == group]
+    if not jobs:
+        groups = sorted({j["group"] for j in joblist["jobs"] if j["env"] == env})
+        raise JobsError(f"--group: the job list has no group {group!r} for {env}; it has {', '.join(groups)}")
+    return jobs
+
+
+def amendment_files(root: Path, env: str, group: str) -> list[Path]:
+    """The group's amendments: ``reports/jobs/reruns/<env>-<group>-*.json``, in name order."""
+    return sorted((root / AMENDMENTS).glob(f"{env}-{group}-*.json"))
+
+
+def _amended(envelope: dict, paths: list[Path], root: Path) -> tuple[dict, int]:
+    """`envelope` with the amendments' cells over its own (`report.supersede`), and how many they replaced.
+
+    An amendment is cells run again alone because their job's run ended for the machine (a crashed worker, the
+    memory watchdog, the time limit: `sample.MACHINE_KINDS`), at the same cell code: JobsError when one holds a
+    cell the group did not end so, a cell outside the group, or a run of other cell code. A verdict a job
+    reached is never run over."""
+    from conformance.tools.sample import MACHINE_KINDS
+
+    code = cell_code.of_package()
+    amendments = []
+    for path in paths:
+        amendment = report.load_envelope(path)
+        name = path.relative_to(root).as_posix()
+        codes = {run.get("cell_code") or "unknown" for run in report.runs_of(amendment, name)}
+        if codes != {code}:
+            raise JobsError(f"{name}: made by cell code {', '.join(sorted(codes))}, not this suite's {code}; run its "
+                            "cells again alone, or remove it")
+        for model, row in amendment["models"].items():
+            for column in row["cells"]:
+                cell = envelope["models"].get(model, {}).get("cells", {}).get(column)
+                if cell is None:
+                    raise JobsError(f"{name}: {model} {column} is not a cell of the group; an amendment reruns the "
+                                    "group's own cells")
+                ended_by_machine = (cell["observed"] == "timeout"
+                                    or (cell.get("fingerprint") or {}).get("kind") in MACHINE_KINDS)
+                if not ended_by_machine:
+                    raise JobsError(f"{name}: {model} {column} has a verdict in its job ({cell['observed']}); an "
+                                    "amendment replaces only cells whose run the machine ended (crash, resources, "
+                                    "timeout)")
+        amendments.append(amendment)
+    if not amendments:
+        return envelope, 0
+    sources = ["group"] + [p.relative_to(root).as_posix() for p in paths]
+    amended, replaced = merged_runs([envelope, *amendments], sources, replace=True)
+    return {**amended, "suite": envelope["suite"]}, replaced
+
+
+def merge_group(joblist: dict, env: str, group: str, root: Path) -> tuple[dict, int, list[Path]]:
+    """The group's jobs merged (as `merge_version` merges a version's), its amendments over them, judged against
+    today's expectations; with how many cells the amendments replaced and their files."""
+    paths = amendment_files(root, env, group)
+    merged, amended = _amended(_merged_jobs(group_jobs(joblist, env, group), env, root), paths, root)
+    judged, _ = judge_envelope(merged, _expectations_named(joblist, env, root))
+    return judged, amended, paths
+
+
+def publish_group(joblist: dict, env: str, group: str, root: Path) -> GroupPublication:
+    """Publish one column group over the version's published matrix: its merged run (`merge_group`) written to
+    reports/latest/<env>-<group>.json (what `conformance expectations --update` reads), its columns replacing
+    those columns of the published matrix whole (`report.supersede`), the result judged against today's
+    expectations and published as `publish` publishes a version. The other columns' cells stay as published."""
+    listed = _listed(joblist, env)
+    group_envelope, amended, paths = merge_group(joblist, env, group, root)
+    group_run = root / "reports" / "latest" / f"{env}-{group}.json"
+    io.write_json_atomic(group_run, group_envelope)
+    published_path = joblists.published_path(joblists.version_of(env), root)
+    published = report.load_envelope(published_path)
+    names = [published_path.relative_to(root).as_posix(), group_run.relative_to(root).as_posix()]
+    over, _ = report.supersede([published, group_envelope], names, whole_columns=True)
+    judged, _ = judge_envelope({**over, "suite": report.suite_version()}, _expectations_named(joblist, env, root))
+    written = publishing.publish(judged, root, merged_to=root / listed["merged"])
+    cells = [cell for row in group_envelope["models"].values() for cell in row["cells"].values()]
+    unexpected = sum(cell["verdict"] in FAILING for cell in cells)
+    return GroupPublication(written, len(cells), amended, [p.relative_to(root).as_posix() for p in paths],
+                            unexpected, group_run)

@@ -5,7 +5,7 @@
     conformance jobs run     [SELECTION | --from JOBS.json [--env ENV,...]] [--only ID,...] [--parallel N] [--rerun]
                              [--python ENV=PATH]
     conformance jobs publish [SELECTION | --from JOBS.json [--env ENV,...]] [--parallel N] [--rerun]
-                             [--python ENV=PATH] [--no-run]
+                             [--python ENV=PATH] [--no-run] [--group GROUP]
     conformance jobs gate    (--since REF --transformers-repo DIR | --changed-files PATH...) [--base auto|REF|none]
                              [-o OUT.json] [--groups ...] [--extras ...] [--workers W] [-- PYTEST_ARGS]
 
@@ -25,7 +25,9 @@ each resumable, done ones skipped unless --rerun) and returns 1 when one
 stopped; `publish` is the one-machine command: it runs what is left of the
 list, then merges each version and publishes it (`tools.job_publish`), so
 that its output is the same whether the jobs ran here, in parallel or on
-other runners (`--no-run`: only merge and publish fetched envelopes);
+other runners (`--no-run`: only merge and publish fetched envelopes); `publish --group G` publishes one
+column group of one version over its published matrix (`job_publish.publish_group`: a group finished after the
+version was published, with the cells its amendments rerun alone);
 `gate` is the pre-merge gate (`tools.job_gate`): every column group for the
 classes the change impacts, at HEAD and (``--base auto``: the merge base of
 ``--since A...B``, or the commit ``--since`` names) at the base, judged
@@ -106,6 +108,8 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _selection(p)
     _running(p)
     p.add_argument("--no-run", action="store_true", help="merge and publish only (the jobs ran elsewhere)")
+    p.add_argument("--group", default="", metavar="GROUP", help="publish one column group of one version over its "
+                   "published matrix (its jobs, and its amendments in reports/jobs/reruns/<env>-<group>-*.json)")
     p.add_argument("--no-screenshot", dest="screenshot", action="store_false",
                    help="leave reports/matrix.png as it is (default: retake it from the gate version's page)")
     p = sub.add_parser("gate", help="the pre-merge gate: every column group for the impacted classes, judged "
@@ -338,6 +342,8 @@ def run_command(args) -> int:
             return status_command(joblist, args)
         if args.jobs_command == "run":
             return _run(joblist, args, args.only)
+        if args.group:
+            return _publish_group(joblist, args)
         if not args.no_run and _run(joblist, args):
             return 1
         for path in job_publish.publish(joblist, Path(args.root)):
@@ -347,6 +353,32 @@ def run_command(args) -> int:
         return 0
     except joblists.JobsError as exc:
         raise CliError(str(exc)) from None
+
+
+def _publish_group(joblist: dict, args) -> int:
+    """`jobs publish --group G`: the group's jobs of one version run (what is left), then published over that
+    version's matrix (`job_publish.publish_group`)."""
+    from conformance.tools import job_publish
+
+    envs = sorted({job["env"] for job in joblist["jobs"]}) if args.joblist else [joblists.installed_env()]
+    if len(envs) != 1:
+        raise joblists.JobsError(f"--group publishes one version's group; the list has {', '.join(envs)}: pick one "
+                                 "with --env")
+    jobs = job_publish.group_jobs(joblist, envs[0], args.group)
+    if not args.no_run and _run(joblist, args, ",".join(job["id"] for job in jobs)):
+        return 1
+    done = job_publish.publish_group(joblist, envs[0], args.group, Path(args.root))
+    for path in done.written:
+        print(f"wrote {path}")
+    amended = f"; {done.amended} cell(s) amended by {', '.join(done.amendments)}" if done.amendments else ""
+    print(f"published {envs[0]}'s {args.group} group: {done.cells} cells from {len(jobs)} job(s){amended}; the "
+          f"group's run is {done.group_run}")
+    if done.unexpected:
+        print(f"{done.unexpected} cell(s) of the group fail with no expectation: review them, then `conformance "
+              f"expectations --update {done.group_run}` writes them and this command (with --no-run) publishes again")
+    if args.screenshot:
+        print(job_publish.published_picture(joblists.of_versions(joblist, envs), Path(args.root)))
+    return 0
 
 
 def gate_request(args, pytest_args: list[str]):

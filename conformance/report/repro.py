@@ -221,14 +221,34 @@ def _sample(ctx: Context, steps: Steps, writer: Inputs) -> list[str]:
     said = f"The inputs {ctx.check} fed: token ids literal{media}."
     doc = _wrap_doc(said)
     seed = ["    g = torch.Generator().manual_seed(0)"] if writer.recipes else []
-    if _full_precision(ctx) and _inputs_once(steps):  # the inputs as a module-level dict: nothing calls twice
+    if _full_precision(ctx) and _inputs_once(steps) and not steps.requests:  # a module-level dict: called once
         block = "\n".join(line[4:] for line in block.splitlines())
         return [*(f"# {line}" for line in _wrapped(said, 114)),
                 *(["g = torch.Generator().manual_seed(0)"] if seed else []), "inputs = {", block, "}", ""]
+    requests = _requests(ctx, steps)
     if _full_precision(ctx):
-        return ["def sample_inputs():", *doc, *seed, "    return {", block, "    }", "", ""]
+        return ["def sample_inputs():", *doc, *seed, "    return {", block, "    }", "", "", *requests]
     return [*IN_DTYPE, "", "", "def sample_inputs():", *doc, *seed,
-            "    inputs = {", block, "    }", "    return {k: in_dtype(v) for k, v in inputs.items()}", "", ""]
+            "    inputs = {", block, "    }", "    return {k: in_dtype(v) for k, v in inputs.items()}", "", "", *requests]
+
+
+def _requests(ctx: Context, steps: Steps) -> list[str]:
+    """A ``<name>_inputs()`` function for each other request the steps serve (its floats drawn from seed 1)."""
+    lines = []
+    for name, inputs in steps.requests.items():
+        writer = Inputs()
+        try:
+            block = writer.block(inputs)
+        except ValueError as exc:
+            raise NoTemplate(f"an input of the {name} request cannot be written: {exc}") from None
+        seed = ["    g = torch.Generator().manual_seed(1)"] if writer.recipes else []
+        doc = _wrap_doc(f"The {name} request {ctx.check} served too.")
+        if _full_precision(ctx):
+            lines += [f"def {name}_inputs():", *doc, *seed, "    return {", block, "    }", "", ""]
+        else:
+            lines += [f"def {name}_inputs():", *doc, *seed, "    inputs = {", block, "    }",
+                      "    return {k: in_dtype(v) for k, v in inputs.items()}", "", ""]
+    return lines
 
 
 def _inputs_once(steps: Steps) -> bool:

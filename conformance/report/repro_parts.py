@@ -20,7 +20,8 @@ small as the rule allows, with the check's name in its docstring:
   (`checks.common.generation`, `onnx_generate`), `image_features`;
 * `StaticCacheModule`, `slot_mask` (`export_static_cache`);
 * `runner_kwargs`, `route`
-  (`checks.common.exporters`: the `exporter_*` columns).
+  (`checks.common.exporters`: the `exporter_*` columns); `sqnr_db`, `artifact_bytes`
+  (`checks.common.quantized`: the quantized exporter columns).
 """
 
 import inspect
@@ -422,6 +423,23 @@ def route(model, runners):
 
 
 
+def sqnr_db(actual, expected):
+    """SQNR of quantized logits against float ones, in dB (`checks.common.quantized.sqnr_db`): inf when equal."""
+    expected, actual = expected.double(), actual.double()
+    noise = torch.linalg.vector_norm(actual - expected)
+    if noise == 0:
+        return float("inf")
+    return float(20 * torch.log10(torch.linalg.vector_norm(expected) / noise))
+
+
+def artifact_bytes(exported):
+    """The bytes of an export's saved programs, its JSON files left out (`checks.common.quantized.artifact_bytes`)."""
+    with tempfile.TemporaryDirectory() as folder:
+        exported.save_pretrained(folder)
+        return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(folder)
+                   for name in names if not name.endswith(".json"))
+
+
 NEEDS = {
     "export_and_reload": ("LogitsModule",),
     "NamedLogitsModule": ("LogitsModule",),
@@ -439,7 +457,7 @@ SOURCES = ("logits_of", "close", "LogitsModule", "export_and_reload", "static_ca
            "FunctionalStep", "StaticCacheModule", "slot_mask", "export_part", "eager_generation",
            "NamedLogitsModule", "cache_of", "to_legacy", "from_legacy", "leaf_feed", "onnx_export",
            "torch_onnx_export", "OrtProgram", "serve_fresh",
-           "runner_kwargs", "route")
+           "runner_kwargs", "route", "sqnr_db", "artifact_bytes")
 
 
 IMPORTS = ("import inspect", "import os", "import tempfile")  # what the pieces use (a script imports them)

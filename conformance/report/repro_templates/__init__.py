@@ -4,7 +4,8 @@ Contracts:
 
 * `steps` is what a template is given and gives back (`Context`, `Steps`, `NoTemplate`); `common` what the
   templates share (the suite's tolerances, a sub-module's path); `compile_checks`, `export_checks`,
-  `exporter_checks` and `aoti_checks` the templates of each check family.
+  `exporter_checks` (float exports), `quantized_checks` (quantized exports) and `aoti_checks` the templates of
+  each check family.
 * `TEMPLATES` maps a check id to the template that writes its failures; `template_for(check)` finds it (None
   for a check without one).
 """
@@ -14,7 +15,8 @@ from __future__ import annotations
 from typing import Callable
 
 from conformance.checks.common import exporter_table
-from conformance.report.repro_templates import aoti_checks, compile_checks, export_checks, exporter_checks
+from conformance.report.repro_templates import (aoti_checks, compile_checks, export_checks, exporter_checks,
+                                                quantized_checks)
 from conformance.report.repro_templates.steps import Context, Steps
 
 TEMPLATES: dict[str, Callable[[Context], Steps]] = {
@@ -33,9 +35,9 @@ TEMPLATES: dict[str, Callable[[Context], Steps]] = {
     "onnx_generate": export_checks.onnx_generate,
     "aoti_forward": aoti_checks.aoti_forward,
     "aoti_generate": aoti_checks.aoti_generate,
-    # the float exporter rows only: a quantized row's script would have to quantize as its column does (no template
-    # yet, so its findings say there is no reproducer rather than give one that exports in float)
-    **{row.id: exporter_checks.TEMPLATES[row.part] for row in exporter_table.COLUMNS if row.quantizer is None},
+    # a float exporter row's script exports in float, a quantized row's quantizes with the row's recipe
+    **{row.id: (exporter_checks if row.quantizer is None else quantized_checks).TEMPLATES[row.part]
+       for row in exporter_table.COLUMNS},
 }
 
 

@@ -13,7 +13,8 @@ Contracts:
   comparison that does), the pieces of `conformance.report.repro_parts` it
   calls, extra imports, module-level constants (name -> source) and the
   inputs ``sample_inputs()`` returns (default: the case's sample, the
-  prefill every check starts from), with notes for the header on what it
+  prefill every check starts from), those of the check's other requests a
+  script serves (``<name>_inputs()``, e.g. ``longer_inputs()``), with notes for the header on what it
   leaves out. A template that cannot write a cell's failure standalone
   raises `NoTemplate` saying why; the index lists that cell with the reason.
 * Which template writes which check is the table of `conformance.report.repro_templates`.
@@ -60,6 +61,7 @@ class Steps:
     imports: tuple[str, ...] = ()
     constants: dict[str, str] = field(default_factory=dict)
     inputs: dict | None = None  # what sample_inputs() returns; None: the context's sample
+    requests: dict[str, dict] = field(default_factory=dict)  # name -> what <name>_inputs() returns (another request)
     notes: list[str] = field(default_factory=list)
     uses_sample: bool = True  # False: the script builds no inputs (the model itself cannot be built)
 

@@ -25,10 +25,11 @@ Contracts:
 * `publish_group(joblist, env, group, root)` publishes one column group of one version (`jobs publish --group`):
   its jobs merged as `merge_version` merges, its amendments (``reports/jobs/reruns/<env>-<group>-*.json``:
   cells rerun alone where the machine ended their job's run; `merge_group`) over them, written to
-  reports/latest/<env>-<group>.json, then its columns replace those of the version's published matrix whole and
-  the result, judged against today's expectations, is published as `publish` publishes. JobsError (one line) as
-  `merge_version`, and for an amendment of other cell code, of a cell outside the group, or of a cell its job
-  gave a verdict.
+  reports/latest/<env>-<group>.json, then (when every cell of it is what today's expectations say) its columns
+  replace those of the version's published matrix whole and the result, judged against today's expectations, is
+  published as `publish` publishes. JobsError (one line) as `merge_version`, for a cell not as expected (nothing
+  published: `conformance expectations --update` on the group's run, then again), and for an amendment of other
+  cell code, of a cell outside the group, or of a cell its job gave a verdict.
 * `published_picture(joblist, root)` then retakes reports/matrix.png from
   the gate version's page (`publishing.published_picture`; `jobs publish
   --no-screenshot` skips it): one line saying what it did.
@@ -175,14 +176,13 @@ AMENDMENTS = Path("reports/jobs/reruns")
 
 @dataclass(frozen=True)
 class GroupPublication:
-    """What `publish_group` did: the files written, the group's cells, how many the amendments replaced and how
-    many cells of the group fail with no expectation (each a verdict `fail`, `error` or `timeout`)."""
+    """What `publish_group` did: the files written, the group's cells, how many the amendments replaced (and
+    their files), and where the group's merged run was written."""
 
     written: list[Path]
     cells: int
     amended: int
     amendments: list[str]
-    unexpected: int
     group_run: Path
 
 
@@ -249,20 +249,27 @@ def merge_group(joblist: dict, env: str, group: str, root: Path) -> tuple[dict, 
 
 def publish_group(joblist: dict, env: str, group: str, root: Path) -> GroupPublication:
     """Publish one column group over the version's published matrix: its merged run (`merge_group`) written to
-    reports/latest/<env>-<group>.json (what `conformance expectations --update` reads), its columns replacing
-    those columns of the published matrix whole (`report.supersede`), the result judged against today's
-    expectations and published as `publish` publishes a version. The other columns' cells stay as published."""
+    reports/latest/<env>-<group>.json (what `conformance expectations --update` reads); JobsError, nothing
+    published, when one of its cells is not what today's expectations say (a failure none lists, a pass where
+    one is listed); else its columns replace those columns of the published matrix whole (`report.supersede`),
+    the result judged against today's expectations and published as `publish` publishes a version. The other
+    columns' cells stay as published."""
     listed = _listed(joblist, env)
     group_envelope, amended, paths = merge_group(joblist, env, group, root)
     group_run = root / "reports" / "latest" / f"{env}-{group}.json"
     io.write_json_atomic(group_run, group_envelope)
+    cells = [cell for row in group_envelope["models"].values() for cell in row["cells"].values()]
+    failing = sum(cell["verdict"] in FAILING for cell in cells)
+    stale = sum(cell["verdict"] == "xpass" for cell in cells)
+    if failing or stale:
+        raise JobsError(f"{failing + stale} cell(s) of {env}'s {group} group are not what today's expectations say "
+                        f"({failing} fail with no expectation, {stale} pass where one is listed); nothing was "
+                        f"published: `conformance expectations --update {group_run.relative_to(root)}` writes them "
+                        "(review the diff), then run this again")
     published_path = joblists.published_path(joblists.version_of(env), root)
     published = report.load_envelope(published_path)
     names = [published_path.relative_to(root).as_posix(), group_run.relative_to(root).as_posix()]
     over, _ = report.supersede([published, group_envelope], names, whole_columns=True)
     judged, _ = judge_envelope({**over, "suite": report.suite_version()}, _expectations_named(joblist, env, root))
     written = publishing.publish(judged, root, merged_to=root / listed["merged"])
-    cells = [cell for row in group_envelope["models"].values() for cell in row["cells"].values()]
-    unexpected = sum(cell["verdict"] in FAILING for cell in cells)
-    return GroupPublication(written, len(cells), amended, [p.relative_to(root).as_posix() for p in paths],
-                            unexpected, group_run)
+    return GroupPublication(written, len(cells), amended, [p.relative_to(root).as_posix() for p in paths], group_run)

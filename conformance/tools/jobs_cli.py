@@ -373,9 +373,6 @@ def _publish_group(joblist: dict, args) -> int:
     amended = f"; {done.amended} cell(s) amended by {', '.join(done.amendments)}" if done.amendments else ""
     print(f"published {envs[0]}'s {args.group} group: {done.cells} cells from {len(jobs)} job(s){amended}; the "
           f"group's run is {done.group_run}")
-    if done.unexpected:
-        print(f"{done.unexpected} cell(s) of the group fail with no expectation: review them, then `conformance "
-              f"expectations --update {done.group_run}` writes them and this command (with --no-run) publishes again")
     if args.screenshot:
         print(job_publish.published_picture(joblists.of_versions(joblist, envs), Path(args.root)))
     return 0

@@ -220,6 +220,8 @@ def test_verification_reads_a_printed_traceback_by_the_suites_rules(tmp_path):
     chained = repro_verify.Run(1, 0.1, _printed([script], "RuntimeError", "the wrapper", cause=root))
     assert repro_verify.observed(chained, "exporter_onnx_forward", "export_error")["where"] == "transformers.y:f"
     assert repro_verify.observed(chained, "export_onnx", "exception")["error"] == "RuntimeError"
+    # ... but one the exporter column did not catch (kind exception) is fingerprinted as raised, as every check's
+    assert repro_verify.observed(chained, "exporter_dynamo_pt2e_forward", "exception")["error"] == "RuntimeError"
     # a failure the check states in words: the group's masked words in the assertion's
     worded = repro_verify.Run(1, 0.1, _printed([script], "AssertionError",
                                                "ONNX Runtime logits: logits differ from eager by 0.5 > 0.001"))

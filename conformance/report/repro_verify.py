@@ -159,7 +159,9 @@ def observed(run: Run, check: str = "", group_kind: str = "") -> dict:
     blocks = tracebacks(run.stderr)
     if not blocks:
         return {}
-    raised = blocks[0] if check.startswith("exporter_") else blocks[-1]
+    # an exporter column fingerprints the root of the chain it caught (`exporters.exporter_failure`); an exception
+    # it did not catch is fingerprinted as raised, the last block, as every other check's
+    raised = blocks[0] if check.startswith("exporter_") and group_kind != "exception" else blocks[-1]
     found = {"error": raised.error, "message": " ".join(raised.message.split())[:400]}
     if group_kind == "backend" or raised.error in backend.WRAPPERS:
         inner = next((b for b in reversed(blocks) if b.error not in backend.WRAPPERS), raised)

@@ -69,6 +69,10 @@ def test_a_low_sqnr_is_measured_on_the_request_the_reason_names_in_the_check_s_w
     on_sample = _steps("exporter_dynamo_pt2e_forward", "quantize: the logits of the sample are 12 dB SQNR",
                        "numerical_mismatch")
     assert "request = inputs" in on_sample.body and on_sample.requests == {}
+    left_float = _steps("exporter_onnx_pt2e_forward", "quantize: the quantizer left the model unquantized: the logits "
+                        "of the sample are 120 dB SQNR from eager float's, above 98 dB", "numerical_mismatch")
+    text = "\n".join(left_float.body)
+    assert "quantize: the logits are float's" in text and "below the floor" not in text
 
 
 def test_an_artifact_no_smaller_is_sized_against_the_float_export():

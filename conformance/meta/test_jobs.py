@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -615,6 +617,29 @@ def test_an_amendment_replaces_only_a_cell_the_machine_ended_and_only_at_this_ce
     with pytest.raises(joblists.JobsError, match=r"--group: the job list has no group 'nope' for .*; it has "
                                                  r"dynamic, plain"):
         job_publish.group_jobs(joblist, env, "nope")
+
+
+def test_run_shards_says_when_a_group_is_done_and_starts_no_job_past_its_stop(one_run, tmp_path):
+    """scripts/run-shards, a publishing run over sessions: it runs a group's jobs not done, one at a time (each
+    envelope committed as it finishes), and starts none once its stop file exists."""
+    root, joblist, _ = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    (copy / "scripts").mkdir()
+    shutil.copy(locations.REPOSITORY / "scripts" / "run-shards", copy / "scripts")
+
+    def run(*args):
+        return subprocess.run([str(copy / "scripts" / "run-shards"), *args, "--from", "single.jobs.json",
+                               "--python", sys.executable], capture_output=True, text=True, timeout=120)
+
+    done = run("dynamic")
+    assert done.returncode == 0 and "every dynamic job of single.jobs.json is done" in done.stdout, done.stderr
+    [job] = job_publish.group_jobs(joblist, joblist["versions"][0]["env"], "dynamic")
+    job_run.JobFiles(copy / job["out"]).done_note.unlink()
+    (copy / "STOP").touch()
+    stopped = run("dynamic", "--stop", "STOP")
+    assert stopped.returncode == 3 and f"STOP exists: stopping before {job['id']}" in stopped.stdout, stopped.stderr
+    assert run("nope").stderr.strip() == "run-shards: single.jobs.json has no job of group 'nope'"
 
 
 def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_run):

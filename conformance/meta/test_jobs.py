@@ -26,7 +26,7 @@ from conformance.meta.test_provenance import assert_no_machine_path
 from conformance.report import cell_code, diff, render
 from conformance.report import envelope as report
 from conformance.run import shards
-from conformance.tools import cli, job_publish, job_run
+from conformance.tools import cli, job_amend, job_publish, job_run
 from conformance.tools import jobs as joblists
 
 pytestmark = [pytest.mark.meta, pytest.mark.xdist_group("jobs")]  # one worker builds the shared runs once
@@ -617,6 +617,29 @@ def test_an_amendment_replaces_only_a_cell_the_machine_ended_and_only_at_this_ce
     with pytest.raises(joblists.JobsError, match=r"--group: the job list has no group 'nope' for .*; it has "
                                                  r"dynamic, plain"):
         job_publish.group_jobs(joblist, env, "nope")
+
+
+def test_amend_reruns_alone_the_cells_the_machine_ended_and_the_group_publishes_them(one_run, tmp_path, capsys):
+    """`jobs amend`: a finished job's cell that a crashed worker ended runs again alone (one process, no shard or
+    workers), into the job's amendment, once (a second amend has nothing left to run); `publish --group` takes it."""
+    root, joblist, _ = one_run
+    copy = tmp_path / "copy"
+    shutil.copytree(root, copy)
+    env = joblist["versions"][0]["env"]
+    [job] = job_publish.group_jobs(joblist, env, "dynamic")
+    command = job_amend.alone_command(dict(job, command=[*job["command"], "--shard", "1/2", "-n", "2"]), OK,
+                                      "export_dynamic", "x.json")
+    assert "--shard" not in command and "-n" not in command and command.count("--models") == 1
+    assert command[-6:] == ["--models", OK, "--checks", "export_dynamic", "--matrix-out", "x.json"]
+    _crashed_in_its_job(copy, job, OK, "export_dynamic")
+    assert cli.main(["jobs", "amend", "--from", str(copy / "single.jobs.json"), "--root", str(copy)]) == 0
+    assert "1 cell(s) the machine ended, 1 rerun alone now" in capsys.readouterr().out
+    path = job_amend.amendment_path(job, copy)
+    amendment = json.loads(path.read_text())
+    assert verdicts(amendment) == {(OK, "export_dynamic"): "pass"}
+    assert job_amend.amend(job, copy, sys.executable) == job_amend.Amended(1, 0, path)
+    group, amended, paths = job_publish.merge_group(joblist, env, "dynamic", copy)
+    assert (amended, paths) == (1, [path]) and group["models"][OK]["cells"]["export_dynamic"]["observed"] == "pass"
 
 
 def test_run_shards_says_when_a_group_is_done_and_starts_no_job_past_its_stop(one_run, tmp_path):

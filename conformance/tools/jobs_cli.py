@@ -4,6 +4,7 @@
     conformance jobs status  [SELECTION | --from JOBS.json [--env ENV,...]]
     conformance jobs run     [SELECTION | --from JOBS.json [--env ENV,...]] [--only ID,...] [--parallel N] [--rerun]
                              [--python ENV=PATH]
+    conformance jobs amend   [SELECTION | --from JOBS.json [--env ENV,...]] [--only ID,...] [--python ENV=PATH]
     conformance jobs publish [SELECTION | --from JOBS.json [--env ENV,...]] [--parallel N] [--rerun]
                              [--python ENV=PATH] [--no-run] [--group GROUP]
     conformance jobs gate    (--since REF --transformers-repo DIR | --changed-files PATH...) [--base auto|REF|none]
@@ -22,7 +23,9 @@ GitHub Actions matrix of it instead; `status` prints where each job stands
 run again, running or stopped with the cells kept, not started) and what is left, by
 the published seconds or the group's measured walls, without running anything; `run` runs the jobs (`tools.job_run`:
 each resumable, done ones skipped unless --rerun) and returns 1 when one
-stopped; `publish` is the one-machine command: it runs what is left of the
+stopped; `amend` reruns alone, one process a cell, the cells the machine ended (a crashed worker, the memory
+watchdog, the time limit) in finished jobs (`tools.job_amend`: each job's amendment, which `publish --group` puts
+over its cells); `publish` is the one-machine command: it runs what is left of the
 list, then merges each version and publishes it (`tools.job_publish`), so
 that its output is the same whether the jobs ran here, in parallel or on
 other runners (`--no-run`: only merge and publish fetched envelopes); `publish --group G` publishes one
@@ -49,7 +52,7 @@ from conformance.tools import jobs as joblists
 from conformance.tools.errors import CliError, write_files
 from conformance.tools.pytest_options import PytestOptions
 
-COMMANDS = ("list", "status", "run", "publish", "gate")
+COMMANDS = ("list", "status", "run", "amend", "publish", "gate")
 DESCRIPTION = ("the publishing run as jobs: list, status, run and publish them (each resumable; `publish` runs what is "
                "left, then publishes each version as `conformance publish` does), and gate, the pre-merge gate's jobs")
 
@@ -83,9 +86,10 @@ def _selection(parser) -> None:
     parser.add_argument("--root", default=".", help="the repository root: where jobs run and paths start (default .)")
 
 
-def _running(parser) -> None:
-    parser.add_argument("--parallel", type=int, default=1, help="jobs at once on this machine (default 1)")
-    parser.add_argument("--rerun", action="store_true", help="run finished jobs again (default: skip them)")
+def _running(parser, jobs_at_once: bool = True) -> None:
+    if jobs_at_once:
+        parser.add_argument("--parallel", type=int, default=1, help="jobs at once on this machine (default 1)")
+        parser.add_argument("--rerun", action="store_true", help="run finished jobs again (default: skip them)")
     parser.add_argument("--python", action="append", default=[], metavar="ENV=PATH",
                         help="the interpreter of a version's jobs (default: this one for the installed version, "
                              ".venv-<env>/bin/python for another)")
@@ -104,6 +108,11 @@ def add_commands(parser: argparse.ArgumentParser) -> None:
     _selection(p)
     _running(p)
     p.add_argument("--only", default="", metavar="ID,...", help="run only these jobs (a CI runner's entry)")
+    p = sub.add_parser("amend", help="rerun alone the cells the machine ended in finished jobs (a crashed worker, "
+                       "the memory watchdog, the time limit): each job's amendment in reports/jobs/reruns/")
+    _selection(p)
+    _running(p, jobs_at_once=False)
+    p.add_argument("--only", default="", metavar="ID,...", help="amend only these jobs")
     p = sub.add_parser("publish", help="run what is left, merge each version and publish it as `conformance publish` does")
     _selection(p)
     _running(p)
@@ -342,6 +351,8 @@ def run_command(args) -> int:
             return status_command(joblist, args)
         if args.jobs_command == "run":
             return _run(joblist, args, args.only)
+        if args.jobs_command == "amend":
+            return _amend(joblist, args)
         if args.group:
             return _publish_group(joblist, args)
         if not args.no_run and _run(joblist, args):
@@ -353,6 +364,27 @@ def run_command(args) -> int:
         return 0
     except joblists.JobsError as exc:
         raise CliError(str(exc)) from None
+
+
+def _amend(joblist: dict, args) -> int:
+    """`jobs amend`: each chosen finished job's machine-ended cells rerun alone (`job_amend.amend`)."""
+    from conformance.report import cell_code
+    from conformance.tools import job_amend, job_run
+
+    ids = [i.strip() for i in args.only.split(",") if i.strip()]
+    unknown = [i for i in ids if i not in {job["id"] for job in joblist["jobs"]}]
+    if unknown:
+        raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
+    root, code = Path(args.root), cell_code.of_package()
+    chosen = [job for job in joblist["jobs"] if (not ids or job["id"] in ids)
+              and (ids or job_run.state(job, root, code).status == "done")]
+    pythons = _pythons(args.python)
+    for job in chosen:
+        done = job_amend.amend(job, root, job_run.python_for(job["env"], pythons, root))
+        if done.found:
+            print(f"{job['id']}: {done.found} cell(s) the machine ended, {done.rerun} rerun alone now; "
+                  f"its amendment: {done.path.relative_to(root) if done.path else 'none'}")
+    return 0
 
 
 def _publish_group(joblist: dict, args) -> int:

@@ -535,7 +535,7 @@ def test_the_help_lists_each_command_once_and_every_command_has_its_help(capsys)
     for name in commands:
         assert f"usage: conformance {name}" in _help(capsys, name)
     jobs = _commands(commands["jobs"])
-    assert set(jobs) == {"list", "status", "run", "publish", "gate"}
+    assert set(jobs) == {"list", "status", "run", "amend", "publish", "gate"}
     for name in jobs:
         assert f"usage: conformance jobs {name}" in _help(capsys, "jobs", name)
     assert "usage: conformance bench --suite" in _help(capsys, "bench", "--suite")

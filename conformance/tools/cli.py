@@ -198,8 +198,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("bench", help="decode speed, eager vs compiled (`bench --suite RUN.json`: what the matrix itself "
                    "costs per check); conformance.tools.bench", add_help=False)
-    p = sub.add_parser("jobs", help="the publishing run as jobs: list, status, run, publish, and gate (the pre-merge "
-                       "gate's jobs)", description=jobs_cli.DESCRIPTION)
+    p = sub.add_parser("jobs", help="the publishing run as jobs: list, status, run, amend, publish, and gate (the "
+                       "pre-merge gate's jobs)", description=jobs_cli.DESCRIPTION)
     jobs_cli.add_commands(p)
     p.set_defaults(func=jobs_cli.run_command)
     p = sub.add_parser("sample", help="CI's rotating rerun of the published matrix: the day's classes, and the rerun "

@@ -53,8 +53,9 @@ from conformance.tools.errors import CliError, write_files
 from conformance.tools.pytest_options import PytestOptions
 
 COMMANDS = ("list", "status", "run", "amend", "publish", "gate")
-DESCRIPTION = ("the publishing run as jobs: list, status, run and publish them (each resumable; `publish` runs what is "
-               "left, then publishes each version as `conformance publish` does), and gate, the pre-merge gate's jobs")
+DESCRIPTION = ("the publishing run as jobs: list, status, run, amend and publish them (each resumable; `amend` reruns "
+               "alone the cells the machine ended; `publish` runs what is left, then publishes each version, or one "
+               "group with --group, as `conformance publish` does), and gate, the pre-merge gate's jobs")
 
 
 # The planning options' defaults: `_selection` declares them, `_planning_given` tells a given option from them.

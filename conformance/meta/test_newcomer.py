@@ -173,7 +173,7 @@ def help_of(capsys, *argv: str) -> str:
 
 def test_the_help_texts_say_what_each_command_takes_and_does(capsys):
     main = help_of(capsys)
-    assert "list, status, run, publish, and gate" in main
+    assert "list, status, run, amend, publish, and gate" in main
     bench = help_of(capsys, "bench")
     assert "--suite RUN.json" in bench and "what the matrix itself costs per check" in bench
     assert "{," not in bench and ",}" not in bench  # no empty choice

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 
-from conformance.report.repro_templates.common import baked_constants, forward_inputs
+from conformance.report.repro_templates.common import constants_source, forward_inputs
 from conformance.report.repro_templates.export_checks import generation_facts, vision_first_lines
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 
@@ -46,7 +46,7 @@ def aoti_forward(ctx: Context) -> Steps:
         body.append("serve_fresh(package, inputs)  # in a fresh interpreter that imports torch only")
         parts += ("serve_fresh",)
     return Steps(body, parts=parts, imports=("import os", "import tempfile", "from torch.export import Dim"),
-                 inputs=tensors, constants={"CONSTANTS": baked_constants(constants), "DYNAMIC": repr(dynamic)},
+                 inputs=tensors, constants={"CONSTANTS": constants_source(constants), "DYNAMIC": repr(dynamic)},
                  notes=[f"up to the failing step ({step}); the check also serves a shorter and a longer prompt and "
                         "compares every call with eager"])
 

@@ -13,7 +13,7 @@ import re
 
 import torch
 
-from conformance.report.repro_templates.common import baked_constants, forward_inputs, module_path, tolerance_constants
+from conformance.report.repro_templates.common import constants_source, forward_inputs, module_path, tolerance_constants
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
 from conformance.report.repro_values import literal
 
@@ -39,7 +39,7 @@ def _compare_loaded() -> list[str]:
 def export_forward(ctx: Context) -> Steps:
     tensors, constants = forward_inputs(ctx)
     strict = ctx.check == "export_forward_strict"
-    constants = {"CONSTANTS": baked_constants(constants)}
+    constants = {"CONSTANTS": constants_source(constants)}
     if ctx.cell.reason.startswith("torch.export.export(") and ctx.kind not in ("numerical_mismatch", "contract"):
         return Steps(["inputs = sample_inputs()",  # the export raises: its save, load and comparison left out
                       "with torch.no_grad():",
@@ -69,7 +69,7 @@ def export_dynamic(ctx: Context) -> Steps:
             'with torch.no_grad():',
             "    torch.export.export(module, (), kwargs=inputs, dynamic_shapes=shapes, strict=False)"]
     return Steps(body, parts=("NamedLogitsModule",), imports=("from torch.export import Dim",), inputs=tensors,
-                 constants={"CONSTANTS": baked_constants(constants), "DYNAMIC": repr(marked)},
+                 constants={"CONSTANTS": constants_source(constants), "DYNAMIC": repr(marked)},
                  notes=["only the export with the dimensions the failing export marked Dim.AUTO (export_dynamic "
                         "retries with fewer; this is the export that failed)"])
 
@@ -111,7 +111,7 @@ def export_static_cache(ctx: Context) -> Steps:
                  "    torch.export.export(wrapper(), (), kwargs=step, strict=True)  # the decode program"]
     tensors = dict(tensors, **({"attention_mask": mask} if mask is not None else {}))
     return Steps(body, parts=("StaticCacheModule", "slot_mask"), inputs=tensors,
-                 constants={"CONSTANTS": baked_constants(constants),
+                 constants={"CONSTANTS": constants_source(constants),
                             "MAX_LEN": repr(length + DECODE_STEPS + SPARE_SLOTS),
                             "HEADS": literal(heads), "HEAD_DIM": literal(head_dim)})
 
@@ -327,10 +327,10 @@ def export_onnx(ctx: Context) -> Steps:
                   ctx.cell.reason.startswith(name + ":")), None)
     if stage and ctx.kind not in ("numerical_mismatch", "contract"):
         body = body[:last[stage] + 1]
-        constants = {"CONSTANTS": baked_constants(constants)}
+        constants = {"CONSTANTS": constants_source(constants)}
         return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors, constants=constants)
     return Steps(body, parts=parts, imports=("import os", "import tempfile"), inputs=tensors,
-                 constants={"CONSTANTS": baked_constants(constants), **tolerance_constants(ctx, "export")})
+                 constants={"CONSTANTS": constants_source(constants), **tolerance_constants(ctx, "export")})
 
 
 def onnx_generate(ctx: Context) -> Steps:

@@ -15,9 +15,12 @@ from __future__ import annotations
 import inspect
 
 from conformance.checks.common import exporter_table
-from conformance.report.repro_templates.common import tolerance_constants
+from conformance.report.repro_templates.common import (constants_source, exporter_call, exporter_import,
+                                                       generation_settings, runner_options_source,
+                                                       tolerance_constants)
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
-from conformance.report.repro_values import literal
+
+PASSED = "an input the check passes"
 
 SECOND_REQUEST = ("on the longer", "on the shorter", "longer:", "shorter:")
 
@@ -32,27 +35,6 @@ def _second_request(ctx: Context) -> None:
                          "script does not carry")
 
 
-EXPORTERS = {"dynamo": ("DynamoExporter", "DynamoConfig"), "onnx": ("OnnxExporter", "OnnxConfig"),
-             "executorch": ("ExecutorchExporter", "ExecutorchConfig"), "openvino": ("OpenVINOExporter", "OpenVINOConfig")}
-
-
-def _exporter(backend: str) -> str:
-    """``Exporter(), Config`` of `backend` as call source (the caller adds the config's arguments)."""
-    exporter, config = EXPORTERS[backend]
-    return f"{exporter}(), {config}"
-
-
-def _exporter_import(backend: str) -> str:
-    return f"from transformers.exporters import {', '.join(EXPORTERS[backend])}"
-
-
-def _runner_options(backend: str) -> str:
-    """The check's `ExportedModel.to` keywords for `backend` as call source (OpenVINO: compiled in float32)."""
-    from conformance.checks.common.exporters import runner_options
-
-    return "".join(f", {key}={value!r}" for key, value in runner_options(backend).items())
-
-
 def exporter_forward(ctx: Context) -> Steps:
     from conformance.checks.common import exporters
     from conformance.checks.common.export import split_inputs
@@ -65,10 +47,10 @@ def exporter_forward(ctx: Context) -> Steps:
         constants = {**constants, "use_cache": False}
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
-            f"exporter, config = {_exporter(backend)}(dynamic=True)",
+            f"exporter, config = {exporter_call(backend)}(dynamic=True)",
             "exported = exporter.export(model, dict(inputs, **CONSTANTS), config)"]
     if ".export(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runner = exported.to("cpu"{_runner_options(backend)}).runners["model"]',
+        body += [f'runner = exported.to("cpu"{runner_options_source(backend)}).runners["model"]',
                  "reference = tiny_model()",
                  "actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))",
                  "with torch.no_grad():",
@@ -80,9 +62,9 @@ def exporter_forward(ctx: Context) -> Steps:
                  "within, beyond = close(actual, expected, ATOL, RTOL)",
                  "if not within:",
                  '    raise AssertionError(f"{what}: logits differ from eager by {beyond}")']
-    return Steps(body, parts=("runner_kwargs", "close", "logits_of"), imports=(_exporter_import(backend),),
+    return Steps(body, parts=("runner_kwargs", "close", "logits_of"), imports=(exporter_import(backend),),
                  inputs=tensors,
-                 constants={"CONSTANTS": _literal(constants), **tolerance_constants(ctx, "export")},
+                 constants={"CONSTANTS": constants_source(constants, PASSED), **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export(dynamic=True) and its runner on the sample "
                         "(the check also calls it on a prompt of another length)"])
 
@@ -94,15 +76,15 @@ def exporter_generate(ctx: Context) -> Steps:
     backend = _backend(ctx)
     requests, _ = exporters.requests_of(ctx.case)
     config = exporters.static_generation_config(ctx.case.fresh_model(), [r for _, r in requests])
-    settings = {k: v for k, v in config.to_diff_dict().items() if k in GENERATION_KEYS}
+    settings = generation_settings(config)
     body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
             "config = tiny_model().generation_config",
             "config.update(**GENERATION)",
-            f"exporter, export_config = {_exporter(backend)}(dynamic=True)",
+            f"exporter, export_config = {exporter_call(backend)}(dynamic=True)",
             "exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, "
             "generation_config=config)"]
     if "export_for_generation(" not in ctx.cell.reason.split(":", 1)[0]:
-        body += [f'runners = exported.to("cpu"{_runner_options(backend)}).runners',
+        body += [f'runners = exported.to("cpu"{runner_options_source(backend)}).runners',
                  "model = tiny_model()",
                  "eager_calls = route(model, runners)",
                  "with torch.no_grad():",
@@ -129,23 +111,12 @@ def exporter_generate(ctx: Context) -> Steps:
                            ctx.cell.reason):  # it fails in the routed generate: no eager reference after it
         body = body[:10 if ctx.kind not in ("numerical_mismatch", "contract") else 14]
         parts = ("route",)
-    return Steps(body, imports=("import copy", _exporter_import(backend)), parts=parts, inputs=requests[0][1],
-                 constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
-                            **tolerance_constants(ctx, "export")},
+    return Steps(body, imports=("import copy", exporter_import(backend)), parts=parts, inputs=requests[0][1],
+                 constants={"GENERATION": constants_source(settings, PASSED),
+                            "NEW_TOKENS": repr(exporters.NEW_TOKENS), **tolerance_constants(ctx, "export")},
                  notes=[f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the check's "
                         "static cache, greedy; one request (the check also generates for a prompt of another "
                         "length)"])
-
-
-GENERATION_KEYS = ("cache_implementation", "max_cache_len", "do_sample", "num_beams", "max_new_tokens",
-                   "min_new_tokens", "eos_token_id", "output_logits", "return_dict_in_generate", "pad_token_id")
-
-
-def _literal(value: dict) -> str:
-    try:
-        return literal(value)
-    except ValueError as exc:
-        raise NoTemplate(f"an input the check passes cannot be written: {exc}") from None
 
 
 TEMPLATES = {"forward": exporter_forward, "generate": exporter_generate}  # a row's part -> its template

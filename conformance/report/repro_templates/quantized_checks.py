@@ -17,10 +17,11 @@ from __future__ import annotations
 import re
 
 from conformance.checks.common import exporter_table
-from conformance.report.repro_templates.common import forward_inputs
-from conformance.report.repro_templates.exporter_checks import (EXPORTERS, GENERATION_KEYS, _exporter,
-                                                                _exporter_import, _literal, _runner_options)
+from conformance.report.repro_templates.common import (EXPORTERS, constants_source, exporter_call, exporter_import,
+                                                       forward_inputs, generation_settings, runner_options_source)
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
+
+PASSED = "an input the check passes"
 
 STEPS = ("export", "prepare", "calibrate", "convert", "lower", "load", "run", "quantize")  # the first five: export
 
@@ -101,6 +102,16 @@ def _bounds(ctx: Context) -> dict[str, str]:
     return {"FLOOR_DB": repr(bounds.floor_db), "CEILING_DB": repr(bounds.ceiling_db)}
 
 
+BEFORE_SERVING = {"save": ("artifact_bytes",), "load": ()}  # steps that end before a request: their parts
+
+
+def _before_serving(step: str, backend: str) -> list[str]:
+    """The lines after the export of a failure in saving the artifact or loading its runners."""
+    if step == "save":
+        return ["artifact_bytes(exported)  # save_pretrained, as the check sizes it"]
+    return [f'exported.to("cpu"{runner_options_source(backend)})']
+
+
 def quantized_forward(ctx: Context) -> Steps:
     from conformance.checks.common import exporters
 
@@ -112,7 +123,7 @@ def quantized_forward(ctx: Context) -> Steps:
     body = ["inputs = sample_inputs()",
             "model = tiny_model()",
             f"quantizer = {quantizer}",
-            f"exporter, config = {_exporter(backend)}(dynamic=True, quantizer=quantizer)",
+            f"exporter, config = {exporter_call(backend)}(dynamic=True, quantizer=quantizer)",
             "exported = exporter.export(model, dict(inputs, **CONSTANTS), config)"]
     parts: tuple[str, ...] = ()
     requests = {}
@@ -122,13 +133,10 @@ def quantized_forward(ctx: Context) -> Steps:
             raise NoTemplate(f"the {label} request passes other plain values than the sample")
         requests[label] = other
     request = "inputs" if label == "sample" else f"{label}_inputs()"
-    if step == "save":
-        body += ["artifact_bytes(exported)  # save_pretrained, as the check sizes it"]
-        parts = ("artifact_bytes",)
-    elif step == "load":
-        body += [f'exported.to("cpu"{_runner_options(backend)})']
+    if step in BEFORE_SERVING:
+        body, parts = body + _before_serving(step, backend), BEFORE_SERVING[step]
     elif step == "run" or (step == "quantize" and "no smaller" not in ctx.cell.reason):
-        body += [f'runner = exported.to("cpu"{_runner_options(backend)}).runners["model"]',
+        body += [f'runner = exported.to("cpu"{runner_options_source(backend)}).runners["model"]',
                  "reference = tiny_model()",
                  f"request = {request}",
                  "actual = logits_of(runner(**runner_kwargs(runner, reference, dict(request, **CONSTANTS))))"]
@@ -146,9 +154,9 @@ def quantized_forward(ctx: Context) -> Steps:
         body += _size_lines(f"{exporter}().export(tiny_model(), dict(inputs, **CONSTANTS), {config}(dynamic=True))")
         parts = ("artifact_bytes",)
     used = "\n".join(body)
-    return Steps(body, parts=parts, imports=(_exporter_import(backend), *imports), inputs=tensors,
+    return Steps(body, parts=parts, imports=(exporter_import(backend), *imports), inputs=tensors,
                  requests={k: v for k, v in requests.items() if f"{k}_inputs()" in used},
-                 constants={"CONSTANTS": _literal(constants), **_bounds(ctx)},
+                 constants={"CONSTANTS": constants_source(constants, PASSED), **_bounds(ctx)},
                  notes=[f"{exporter_table.QUANTIZERS[exporter_table.column(ctx.check).quantizer].cls} with the "
                         f"{backend} recipe, through {exporters.BACKENDS[backend].exporter}.export(dynamic=True); the "
                         f"failing step: {step}"])
@@ -161,26 +169,23 @@ def quantized_generate(ctx: Context) -> Steps:
     requests, _ = exporters.requests_of(ctx.case)
     label = _request(ctx, [name for name, _ in requests])
     config = exporters.static_generation_config(ctx.case.fresh_model(), [r for _, r in requests])
-    settings = {k: v for k, v in config.to_diff_dict().items() if k in GENERATION_KEYS}
+    settings = generation_settings(config)
     imports, quantizer = quantizer_source(ctx.check, "[copy.deepcopy(inputs)]")
     body = ["inputs = sample_inputs()  # batch 1: the sample's second prompt, its padding removed",
             "config = tiny_model().generation_config",
             "config.update(**GENERATION)",
             f"quantizer = {quantizer}",
-            f"exporter, export_config = {_exporter(backend)}(dynamic=True, quantizer=quantizer)",
+            f"exporter, export_config = {exporter_call(backend)}(dynamic=True, quantizer=quantizer)",
             "exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, "
             "generation_config=config)"]
     parts: tuple[str, ...] = ()
     more = {label: dict(requests)[label]} if label != "sample" else {}
     left_out = "out of its components" in ctx.cell.reason
-    if step == "save":
-        body += ["artifact_bytes(exported)  # save_pretrained, as the check sizes it"]
-        parts = ("artifact_bytes",)
-    elif step == "load":
-        body += [f'exported.to("cpu"{_runner_options(backend)})']
+    if step in BEFORE_SERVING:
+        body, parts = body + _before_serving(step, backend), BEFORE_SERVING[step]
     elif step == "run" or left_out or (step == "quantize" and "no smaller" not in ctx.cell.reason):
         request = "inputs" if label == "sample" else f"{label}_inputs()"
-        body += [f'runners = exported.to("cpu"{_runner_options(backend)}).runners',
+        body += [f'runners = exported.to("cpu"{runner_options_source(backend)}).runners',
                  "model = tiny_model()",
                  "eager_calls = route(model, runners)",
                  f"request = {request}",
@@ -207,9 +212,9 @@ def quantized_generate(ctx: Context) -> Steps:
         parts = ("artifact_bytes",)
     used = "\n".join(body)
     processors = ("from transformers import LogitsProcessorList",) if "LogitsProcessorList" in used else ()
-    return Steps(body, parts=parts, imports=("import copy", *processors, _exporter_import(backend), *imports),
+    return Steps(body, parts=parts, imports=("import copy", *processors, exporter_import(backend), *imports),
                  inputs=requests[0][1], requests={k: v for k, v in more.items() if f"{k}_inputs()" in used},
-                 constants={"GENERATION": _literal(settings), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
+                 constants={"GENERATION": constants_source(settings, PASSED), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
                             **_bounds(ctx)},
                  notes=[f"{exporter_table.QUANTIZERS[exporter_table.column(ctx.check).quantizer].cls} with the "
                         f"{backend} recipe, calibrated on the request, through "

@@ -206,16 +206,22 @@ def _pythons(values: list[str]) -> dict[str, str]:
     return found
 
 
+def _named(joblist: dict, only: str) -> list[dict] | None:
+    """The jobs `--only ID,...` names, in list order; None when it names none. An id not in the list: JobsError."""
+    ids = [i.strip() for i in only.split(",") if i.strip()]
+    if not ids:
+        return None
+    unknown = [i for i in ids if i not in {job["id"] for job in joblist["jobs"]}]
+    if unknown:
+        raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
+    return [job for job in joblist["jobs"] if job["id"] in ids]
+
+
 def _run(joblist: dict, args, only: str = "") -> int:
     from conformance.tools import job_run
 
-    chosen = joblist["jobs"]
-    if only:
-        ids = [i.strip() for i in only.split(",") if i.strip()]
-        unknown = [i for i in ids if i not in {job["id"] for job in chosen}]
-        if unknown:
-            raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
-        chosen = [job for job in chosen if job["id"] in ids]
+    named = _named(joblist, only)
+    chosen = joblist["jobs"] if named is None else named
     if not args.rerun:
         from conformance.report import cell_code
 
@@ -372,13 +378,10 @@ def _amend(joblist: dict, args) -> int:
     from conformance.report import cell_code
     from conformance.tools import job_amend, job_run
 
-    ids = [i.strip() for i in args.only.split(",") if i.strip()]
-    unknown = [i for i in ids if i not in {job["id"] for job in joblist["jobs"]}]
-    if unknown:
-        raise joblists.JobsError(f"--only: no job {unknown[0]!r} in the list; `conformance jobs list` names them")
     root, code = Path(args.root), cell_code.of_package()
-    chosen = [job for job in joblist["jobs"] if (not ids or job["id"] in ids)
-              and (ids or job_run.state(job, root, code).status == "done")]
+    named = _named(joblist, args.only)
+    chosen = named if named is not None else [job for job in joblist["jobs"]
+                                              if job_run.state(job, root, code).status == "done"]
     pythons = _pythons(args.python)
     for job in chosen:
         done = job_amend.amend(job, root, job_run.python_for(job["env"], pythons, root))

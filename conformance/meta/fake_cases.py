@@ -28,6 +28,7 @@ FAKE_CLASSES = {
 
 LIMIT_CLASSES = {
     "AllocatesForConditionalGeneration": "the check allocates 50 MB at a time, up to 1500 MB",
+    "HogsForConditionalGeneration": "the check allocates 50 MB at a time, up to 1500 MB, swallowing every interrupt",
     "SlowUnderLoadForConditionalGeneration": "the check sleeps past the limit while other work runs, passes alone",
     "SlowAlwaysForConditionalGeneration": "the check sleeps past the limit, under load and alone",
 }
@@ -111,6 +112,21 @@ def behave(case):
             block[::4096] = b"x" * len(block[::4096])  # touch every page: resident, not only reserved
             held.append(block)
             time.sleep(0.05)
+    if name.startswith("Hogs"):  # ignores the soft stop: only the watchdog's hard path ends it
+        held = []
+        while len(held) < 30:
+            try:
+                block = bytearray(50 * 1024 * 1024)
+                block[::4096] = b"x" * len(block[::4096])
+                held.append(block)
+                time.sleep(0.05)
+            except BaseException:
+                pass
+        while True:
+            try:
+                time.sleep(600)
+            except BaseException:
+                pass
     if name.startswith("Slow"):
         from conformance.run import rerun
 

@@ -103,8 +103,9 @@ def test_another_process_s_note_is_load_until_it_ends_or_its_process_is_gone(tmp
 def limits_project(pytester):
     import torch._dynamo  # noqa: F401  (pytester snapshots modules; keep torch imported once)
 
-    pytester.makeconftest(conftest(["AllocatesForConditionalGeneration", "OkForConditionalGeneration",
-                                    "SlowAlwaysForConditionalGeneration", "SlowUnderLoadForConditionalGeneration"]))
+    pytester.makeconftest(conftest(["AllocatesForConditionalGeneration", "HogsForConditionalGeneration",
+                                    "OkForConditionalGeneration", "SlowAlwaysForConditionalGeneration",
+                                    "SlowUnderLoadForConditionalGeneration"]))
     pytester.makepyfile(test_fake=TESTS)
     (pytester.path / "none.toml").write_text("")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "CI"))}
@@ -138,6 +139,20 @@ def test_a_cell_past_its_memory_limit_fails_with_kind_resources_and_the_next_cel
     assert any("test_build[Ok" in line and "PASSED" in line for line in after), output
     assert cells[("OkForConditionalGeneration", "compile_prefill")]["verdict"] == "pass"
     assert "replacing crashed worker" not in output and "worker crashed" not in output
+
+
+def test_a_cell_that_ignores_its_memory_stop_under_xdist_is_recorded_as_resources_not_a_crash(limits_project):
+    """The hard path under pytest-xdist: the watchdog records the cell before it ends the worker, and the controller
+    keeps that record (`fail`, kind `resources`), not "worker crashed"."""
+    status, output, cells = limits_project("--models", "Hogs*,Ok*", "--cell-memory", "600", "-n", "2",
+                                           "--dist", "loadgroup")
+    assert status == pytest.ExitCode.TESTS_FAILED, output
+    ended = cells[("HogsForConditionalGeneration", "compile_prefill")]
+    assert ended["verdict"] == "fail", ended
+    assert ended["fingerprint"]["kind"] == "resources", ended
+    assert "past the cell memory limit of 600 MiB" in ended["reason"] and "was ended" in ended["reason"], ended
+    assert "worker crashed" not in ended["reason"], ended
+    assert cells[("OkForConditionalGeneration", "compile_prefill")]["verdict"] == "pass"
 
 
 def test_a_cell_that_times_out_under_load_is_rerun_alone_once(limits_project):

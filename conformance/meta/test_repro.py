@@ -279,6 +279,16 @@ def test_a_script_that_dies_in_native_code_says_so_and_is_never_counted(tmp_path
     assert why.startswith(f"the script died in native code (exit status {run.status}): Fatal Python error: Floating")
 
 
+def test_named_dict_entries_are_written_in_one_order_whatever_the_process():
+    """Dots3Note's rope parameters per layer type came out in a set's order: two runs wrote two scripts."""
+    from conformance.report.repro_config import named_in_order
+
+    table = {"sliding_attention": {"rope_theta": 1.0}, "full_attention": {"rope_theta": 2.0}}
+    assert list(named_in_order(table)) == ["full_attention", "sliding_attention"]
+    plain = {"rope_type": "default", "rope_theta": 1.0}  # one entry's own fields keep the config's order
+    assert list(named_in_order(plain)) == ["rope_type", "rope_theta"]
+
+
 def test_a_config_is_written_as_the_fields_that_differ_from_its_class_defaults():
     transformers = pytest.importorskip("transformers")
     from conformance.report.repro_config import config_source

@@ -7,6 +7,8 @@ Contracts:
   arguments of the fields whose value differs from that class's default instance, recursively for sub-configs
   (a sub-config equal to the parent's default one is left out), each value a literal, the arguments flowed
   from the opening parenthesis to `repro_values.WIDTH` columns; `classes` the config classes it names (the script imports them).
+  A field holding named entries that are dicts (rope parameters per layer type) is written with its names sorted
+  (`named_in_order`), so the text is the same in every process.
 * It is checked when written: the expression is evaluated and its ``to_dict()`` must equal the config's, both
   without `DROPPED` (the version that wrote it and the checkpoint's names). A field that the constructor derives
   otherwise than the original has it is then written explicitly too (at most `ROUNDS` times). When that still
@@ -58,11 +60,21 @@ def _call(config, forced: dict[tuple, set], path: tuple, classes: set, indent: i
         elif key in forced.get(path, ()) or key not in defaults or defaults[key] != value:
             if not key.isidentifier():
                 raise _Differs(f"{cls.__name__} field {key!r} is not a keyword")
-            items.append(f"{key}={literal(value, indent + 4, key)}")
+            items.append(f"{key}={literal(named_in_order(value), indent + 4, key)}")
     flat = f"{cls.__name__}({', '.join(items)})"
     if len(flat) + indent + lead <= WIDTH and "\n" not in flat:
         return flat
     return _flowed(f"{cls.__name__}(", items, indent, lead)
+
+
+def named_in_order(value):
+    """A dict of named entries that are dicts themselves (rope parameters per layer type), its names sorted:
+    transformers may build it from a set, whose order changes from one process to the next, and a script's
+    text must not. Anything else as it is."""
+    if isinstance(value, dict) and value and all(isinstance(v, dict) for v in value.values()) \
+            and all(isinstance(k, str) for k in value):
+        return dict(sorted(value.items()))
+    return value
 
 
 def _flowed(opening: str, items: list[str], indent: int, lead: int) -> str:

@@ -29,6 +29,9 @@ def tolerance_constants(ctx: Context, backend: str) -> dict[str, str]:
     return {"ATOL": repr(tol.atol), "RTOL": repr(tol.rtol)}
 
 
+PASSED = "an input the check passes"  # `constants_source`'s words for the inputs an exporter is handed
+
+
 def constants_source(value: dict, what: str = "an input the check bakes into the program") -> str:
     try:
         return literal(value)

@@ -15,12 +15,10 @@ from __future__ import annotations
 import inspect
 
 from conformance.checks.common import exporter_table
-from conformance.report.repro_templates.common import (constants_source, exporter_call, exporter_import,
+from conformance.report.repro_templates.common import (PASSED, constants_source, exporter_call, exporter_import,
                                                        generation_settings, runner_options_source,
                                                        tolerance_constants)
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
-
-PASSED = "an input the check passes"
 
 SECOND_REQUEST = ("on the longer", "on the shorter", "longer:", "shorter:")
 

@@ -17,11 +17,10 @@ from __future__ import annotations
 import re
 
 from conformance.checks.common import exporter_table
-from conformance.report.repro_templates.common import (EXPORTERS, constants_source, exporter_call, exporter_import,
-                                                       forward_inputs, generation_settings, runner_options_source)
+from conformance.report.repro_templates.common import (EXPORTERS, PASSED, constants_source, exporter_call,
+                                                       exporter_import, forward_inputs, generation_settings,
+                                                       runner_options_source)
 from conformance.report.repro_templates.steps import Context, NoTemplate, Steps
-
-PASSED = "an input the check passes"
 
 STEPS = ("export", "prepare", "calibrate", "convert", "lower", "load", "run", "quantize")  # the first five: export
 
@@ -214,8 +213,8 @@ def quantized_generate(ctx: Context) -> Steps:
     processors = ("from transformers import LogitsProcessorList",) if "LogitsProcessorList" in used else ()
     return Steps(body, parts=parts, imports=("import copy", *processors, exporter_import(backend), *imports),
                  inputs=requests[0][1], requests={k: v for k, v in more.items() if f"{k}_inputs()" in used},
-                 constants={"GENERATION": constants_source(settings, PASSED), "NEW_TOKENS": repr(exporters.NEW_TOKENS),
-                            **_bounds(ctx)},
+                 constants={"GENERATION": constants_source(settings, PASSED),
+                            "NEW_TOKENS": repr(exporters.NEW_TOKENS), **_bounds(ctx)},
                  notes=[f"{exporter_table.QUANTIZERS[exporter_table.column(ctx.check).quantizer].cls} with the "
                         f"{backend} recipe, calibrated on the request, through "
                         f"{exporters.BACKENDS[backend].exporter}.export_for_generation(dynamic=True) over the "

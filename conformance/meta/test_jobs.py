@@ -644,7 +644,7 @@ def test_amend_reruns_alone_the_cells_the_machine_ended_and_the_group_publishes_
 
 def test_run_shards_says_when_a_group_is_done_and_starts_no_job_past_its_stop(one_run, tmp_path):
     """scripts/run-shards, a publishing run over sessions: it runs a group's jobs not done, one at a time (each
-    envelope committed as it finishes), and starts none once its stop file exists."""
+    envelope committed as it finishes), and starts none once its stop file exists or past its --until."""
     root, joblist, _ = one_run
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
@@ -663,6 +663,8 @@ def test_run_shards_says_when_a_group_is_done_and_starts_no_job_past_its_stop(on
     stopped = run("dynamic", "--stop", "STOP")
     assert stopped.returncode == 3 and f"STOP exists: stopping before {job['id']}" in stopped.stdout, stopped.stderr
     assert run("nope").stderr.strip() == "run-shards: single.jobs.json has no job of group 'nope'"
+    assert run("dynamic", "--until", "25:00").stderr.strip() == (
+        "run-shards: --until 25:00: not a time of day (HH:MM, UTC, e.g. --until 01:45)")
 
 
 def test_the_job_list_carries_the_not_run_columns_and_the_merge_shows_them(one_run):

@@ -86,6 +86,13 @@ def pytest_conformance_case_source(config):
 
 _CHECKS = '''
 
+def hold_50_mb(held):
+    block = bytearray(50 * 1024 * 1024)
+    block[::4096] = b"x" * len(block[::4096])  # touch every page: resident, not only reserved
+    held.append(block)
+    time.sleep(0.05)
+
+
 def behave(case):
     name = case.info.name
     if name.startswith("Raises"):
@@ -108,18 +115,12 @@ def behave(case):
     if name.startswith("Allocates"):
         held = []
         for _ in range(30):
-            block = bytearray(50 * 1024 * 1024)
-            block[::4096] = b"x" * len(block[::4096])  # touch every page: resident, not only reserved
-            held.append(block)
-            time.sleep(0.05)
+            hold_50_mb(held)
     if name.startswith("Hogs"):  # ignores the soft stop: only the watchdog's hard path ends it
         held = []
         while len(held) < 30:
             try:
-                block = bytearray(50 * 1024 * 1024)
-                block[::4096] = b"x" * len(block[::4096])
-                held.append(block)
-                time.sleep(0.05)
+                hold_50_mb(held)
             except BaseException:
                 pass
         while True:

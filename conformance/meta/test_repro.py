@@ -99,6 +99,25 @@ def test_a_group_that_alone_blocks_the_aoti_generation_unlocks_the_aoti_path():
         n for n, row in run["models"].items() if row["cells"]["build"]["verdict"] == "pass")}
 
 
+
+def test_the_quantized_pairs_are_one_path_a_class_counts_once():
+    """A group alone blocking two quantizer x backend pairs of one class unlocks the `quantized` path once for it
+    (a model's own bug is not counted once per pair); a pair the group shares with another cause unlocks nothing."""
+    run = make_run()
+    first_columns, second_columns, third_columns = list(findings.QUANTIZED_PAIRS.values())[:3]
+    nncf = {"kind": "export_error", "where": "transformers.exporters.quantizers.quantizer_nncf:Q.quantize",
+            "error": "RuntimeError"}
+    other = {"kind": "export_error", "where": "transformers.models.x.modeling_x:XModel.forward", "error": "TypeError"}
+    for row in run["models"].values():
+        for column in (*first_columns, *second_columns):
+            row["cells"][column] = failing("fail", "quantize: nncf failed", nncf)
+        row["cells"][third_columns[0]] = failing("fail", "quantize: nncf failed", nncf)
+        row["cells"][third_columns[1]] = failing("fail", "export: x failed", other)
+    groups = findings.group_failures([run])
+    found = findings.unlocks(groups, [run])
+    group = next(g.id for g in groups if g.where == nncf["where"])
+    assert found[group].paths == {findings.QUANTIZED: sorted(run["models"])}
+
 def cell_of(row: dict, column: str) -> dict:
     return dict(row["cells"][column])
 
@@ -364,7 +383,7 @@ def test_cli_repro_writes_an_index_of_every_upstream_group(tmp_path, capsys):
     assert "**0 of 2 upstream groups reproduce standalone**" in readme and "| no script |" in readme
 
 
-def test_cli_issue_prints_a_text_ready_to_paste(tmp_path, capsys):
+def test_cli_issue_prints_a_text_ready_to_paste(tmp_path, capsys, monkeypatch):
     run_json = tmp_path / "run.json"
     run_json.write_text(json.dumps(make_run()))
     lock = findings.group_id(LOCK["kind"], LOCK["where"], False)
@@ -378,6 +397,13 @@ def test_cli_issue_prints_a_text_ready_to_paste(tmp_path, capsys):
     assert cli.main(["findings", str(run_json), "--issue", "top"]) == cli.USAGE_ERROR
     assert cli.main(["findings", str(run_json), "--issue", "top", "--repro", str(tmp_path / "r")]) == 0
     assert (tmp_path / "r" / "issues" / f"{lock}.md").read_text().startswith("# [torch.compile]")
+    (tmp_path / "r" / "issues" / "contract-00000000.md").write_text("a group fixed since")  # gone from the runs
+    (tmp_path / "r" / "issues" / f"{lock}.md").write_text("stale")
+    monkeypatch.setattr(findings, "TOP", 0)  # the lock's text was written before and is no longer in the top
+    assert cli.main(["findings", str(run_json), "--issue", "top", "--repro", str(tmp_path / "r")]) == 0
+    assert not (tmp_path / "r" / "issues" / "contract-00000000.md").exists()
+    assert (tmp_path / "r" / "issues" / f"{lock}.md").read_text().startswith("# [torch.compile]")
+    monkeypatch.undo()
     assert cli.main(["findings", str(run_json), "--repro", str(tmp_path / "r")]) == 0  # the README links it
     assert f"[issue text](issues/{lock}.md)" in (tmp_path / "r" / repro.README).read_text()
 

@@ -27,8 +27,11 @@ Contracts:
   (a (class, column) whose failing cells in every run belong to this group
   alone) and the classes that would then pass every column of a path
   (`PATHS`: each column of the path in the run, passing, not applicable, or
-  blocked by this group alone; at least one of them blocked by it). Most
-  (class, path) unlocks first, then most cells, classes, cells in all.
+  blocked by this group alone; at least one of them blocked by it; the
+  quantized exports are one path, `QUANTIZED`: a class counts once when the
+  group alone blocks any quantizer x backend pair of `QUANTIZED_PAIRS`, so
+  a model's own bug is not counted once per pair). Most (class, path)
+  unlocks first, then most cells, classes, cells in all.
   `site_in(group)` says where the site is: transformers, torch (dynamo,
   export, inductor, the ONNX exporter, other), another backend (ONNX
   Runtime), or no code site (a contract or numerical mismatch).
@@ -198,6 +201,20 @@ PATHS = {"compile": ("compile_prefill", "compile_decode"),
          "aoti": ("aoti_forward", "aoti_generate"),  # AOTInductor packages: the forward and the generation parts
          # transformers.exporters, per backend: the forward and the generation a deployment takes
          **exporter_table.paths()}
+QUANTIZED = "quantized"  # the one path of every quantizer x backend pair (see the module)
+
+
+def _quantized_pairs() -> dict[str, tuple[str, ...]]:
+    """``<quantizer>@<backend>`` -> that pair's column ids (the forward, the generation), in column order."""
+    pairs: dict[str, tuple[str, ...]] = {}
+    for row in sorted(exporter_table.COLUMNS, key=lambda row: row.number):
+        if row.quantizer:
+            key = f"{row.quantizer}@{row.backend}"
+            pairs[key] = pairs.get(key, ()) + (row.id,)
+    return pairs
+
+
+QUANTIZED_PAIRS = _quantized_pairs()
 TOP = 10  # groups in the ranked opening of the findings document
 TORCH_SITES = (("torch._dynamo", "dynamo"), ("torch.export", "export"), ("torch._export", "export"),
                ("torch._inductor", "inductor"), ("<inductor generated code>", "inductor"),
@@ -250,14 +267,24 @@ def unlocks(groups: list[Group], envelopes: list[dict]) -> dict[str, Unlock]:
     classes = sorted({name for name, _ in states})
     for path, columns in PATHS.items():
         for name in classes:
-            said = [states.get((name, column)) for column in columns]
-            if any(s is None or "other" in s for s in said):
-                continue
-            failing = set().union(*said) - {"pass", "n/a"}
-            if len(failing) == 1 and any("pass" in s or failing & s for s in said):
-                unlock = found[next(iter(failing))]
-                unlock.paths.setdefault(path, []).append(name)
+            if blocker := _sole_blocker(states, name, columns):
+                found[blocker].paths.setdefault(path, []).append(name)
+    for name in classes:
+        blockers = (_sole_blocker(states, name, columns) for columns in QUANTIZED_PAIRS.values())
+        for blocker in dict.fromkeys(b for b in blockers if b):
+            found[blocker].paths.setdefault(QUANTIZED, []).append(name)
     return found
+
+
+def _sole_blocker(states: dict, name: str, columns: tuple[str, ...]) -> str:
+    """The group that alone keeps class `name` from passing every column of a path, or "" (none, or several)."""
+    said = [states.get((name, column)) for column in columns]
+    if any(s is None or "other" in s for s in said):
+        return ""
+    failing = set().union(*said) - {"pass", "n/a"}
+    if len(failing) == 1 and any("pass" in s or failing & s for s in said):
+        return next(iter(failing))
+    return ""
 
 
 def rank(groups: list[Group], envelopes: list[dict]) -> list[tuple[Group, Unlock]]:
@@ -421,7 +448,9 @@ def render_top(ranked: list[tuple[Group, Unlock]], top: int = TOP) -> list[str]:
     lines = [f"## Fix first: the top {min(top, len(ranked))} root causes by what fixing them unlocks", "",
              "Cells: the (class, column) cells this group alone blocks. Whole path: the classes that would then "
              "pass every column of a path (" + "; ".join(f"{name} = {' + '.join(columns)}" for name, columns
-                                                          in PATHS.items()) + "), not applicable columns aside.", "",
+                                                          in PATHS.items())
+             + (f"; {QUANTIZED} = the forward + generation of any of the {len(QUANTIZED_PAIRS)} quantizer x backend "
+                "pairs, a class counted once" if QUANTIZED_PAIRS else "") + "), not applicable columns aside.", "",
              "| rank | group | kind | where | site in | cells | whole path | classes |",
              "| ---: | --- | --- | --- | --- | ---: | --- | ---: |"]
     for index, (g, u) in enumerate(ranked[:top], 1):

@@ -143,14 +143,23 @@ def _findings_issue(args, groups, envelopes) -> int:
         if folder is None:
             raise CliError("findings: --issue top writes into DIR/issues/; name the folder with --repro DIR")
         ranked = [g for g, _ in findings.rank(groups, envelopes)][:findings.TOP]
-        texts = {folder / repro.ISSUES / f"{g.id}.md": issue_text(g, envelopes, folder, list(args.runs)) for g in ranked}
+        # the texts written before stay current: rewritten while their group is in the runs, else removed
+        upstream = {g.id: g for g in groups if g.upstream}
+        earlier = sorted((folder / repro.ISSUES).glob("*.md"))
+        kept = [upstream[path.stem] for path in earlier if path.stem in upstream and upstream[path.stem] not in ranked]
+        texts = {folder / repro.ISSUES / f"{g.id}.md": issue_text(g, envelopes, folder, list(args.runs))
+                 for g in ranked + kept}
         write_files(texts)
+        gone = [path for path in earlier if path.stem not in upstream]
+        for path in gone:
+            path.unlink()
         if (folder / repro.INDEX).exists():  # the README links each group's issue text
             import json
 
             entries = [repro.Entry(**g) for g in json.loads((folder / repro.INDEX).read_text())["groups"]]
             repro.write_index(entries, folder, list(args.runs), envelopes)
-        print(f"wrote {len(texts)} issue text(s) into {folder / repro.ISSUES}")
+        print(f"wrote {len(texts)} issue text(s) into {folder / repro.ISSUES} (the top {len(ranked)}, "
+              f"{len(kept)} written before and rewritten); removed {len(gone)} whose group is no longer in the runs")
         return 0
     group = next((g for g in groups if g.id == args.issue and g.upstream), None)
     if group is None:

@@ -4,7 +4,7 @@ NllbMoeForConditionalGeneration (compile_decode, backend inductor).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python data_dependent_guard-1e4062a3.py
 The suite saw: generate with a StaticCache and compiled decode failed: UserError: Consider annotating your code
 using torch._check*(). Could not extract specialized integer from data-dependent expression u0 (unhinted: u0). ...
-Shared by 1 class(es), 15 cell(s) of 15 check(s) (index.json lists them).
+Shared by 1 class(es), 28 cell(s) of 28 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ transformers.models.paddleocr_vl.modeling_paddleocr_vl:PaddleOCRVLModel.get_rope
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-2093df1d.py
 The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression Eq(u29, 0) (unhinted: Eq(u29, 0)). (Size-like symbols: u29) (at ...
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 18 cell(s) of 18 check(s) (index.json lists them).
 """
 
 import torch

@@ -4,7 +4,7 @@ MuseGlimmerForConditionalGeneration (export_forward).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-5a68b3be.py
 The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not extract specialized integer
 from data-dependent expression u1 (unhinted: u1). (Size-like symbols: none) (at transformers/vision_utils.py:162)
-Shared by 6 class(es), 174 cell(s) of 29 check(s) (index.json lists them).
+Shared by 6 class(es), 252 cell(s) of 42 check(s) (index.json lists them).
 """
 
 import torch

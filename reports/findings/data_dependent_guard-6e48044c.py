@@ -4,7 +4,7 @@ transformers.models.qwen4_exp.modeling_qwen4_exp:Qwen4ExpVisionAttention.forward
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, bfloat16). Run: python data_dependent_guard-6e48044c.py
 The suite saw: torch.export.export(strict=True): UserError: Consider annotating your code using torch._check*().
 Could not guard on data-dependent expression Eq(u12, 0) (unhinted: Eq(u12, 0)). (Size-like symbols: u12) (at ...
-Shared by 1 class(es), 29 cell(s) of 29 check(s) (index.json lists them).
+Shared by 1 class(es), 42 cell(s) of 42 check(s) (index.json lists them).
 """
 
 import inspect

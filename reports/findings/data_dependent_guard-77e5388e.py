@@ -4,7 +4,7 @@ transformers.models.qwen3_vl_moe.modeling_qwen3_vl_moe:Qwen3VLMoeModel.get_rope_
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-77e5388e.py
 The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
 expression Eq(u19, 0) (unhinted: Eq(u19, 0)). (Size-like symbols: u19) (at ...
-Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
+Shared by 1 class(es), 18 cell(s) of 18 check(s) (index.json lists them).
 """
 
 import torch

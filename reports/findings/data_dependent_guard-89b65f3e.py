@@ -4,7 +4,7 @@ Step3p7ForConditionalGeneration (compile_decode).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-89b65f3e.py
 The suite saw: generate with a StaticCache and compiled decode failed: UserError: Consider annotating your code
 using torch._check*(). Could not extract specialized integer from data-dependent expression u0 (unhinted: u0). ...
-Shared by 1 class(es), 39 cell(s) of 39 check(s) (index.json lists them).
+Shared by 1 class(es), 65 cell(s) of 65 check(s) (index.json lists them).
 """
 
 import inspect

@@ -4,7 +4,7 @@ Qwen3ASRForConditionalGeneration (export_forward).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float16). Run: python data_dependent_guard-9cf5c128.py
 The suite saw: torch.export.export(strict=False): GuardOnDataDependentSymNode: Could not extract specialized integer
 from data-dependent expression u1 (unhinted: u1). (Size-like symbols: none) (at ...
-Shared by 1 class(es), 23 cell(s) of 23 check(s) (index.json lists them).
+Shared by 1 class(es), 36 cell(s) of 36 check(s) (index.json lists them).
 """
 
 import torch

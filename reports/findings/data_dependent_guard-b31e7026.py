@@ -2,14 +2,15 @@
 transformers.models.video_llama_3.modeling_video_llama_3:VideoLlama3VisionModel.pixel_unshuffle:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-b31e7026.py
-The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
-expression 64*u13*u19*u20 < 2 (unhinted: 64*u13*u19*u20 < 2). (Size-like symbols: none) (at ...
-Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+The suite saw: export: NNCFTorchFXQuantizer on dynamo: GuardOnDataDependentSymNode: Could not guard on data-
+dependent expression 64*u13*u19*u20 < 2 (unhinted: 64*u13*u19*u20 < 2). (Size-like symbols: none) (at ...
+Shared by 1 class(es), 8 cell(s) of 8 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import (Qwen2Config, VideoLlama3Config, VideoLlama3ForConditionalGeneration, VideoLlama3VisionConfig)
 from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters.quantizers import NNCFQuantizationConfig, NNCFTorchFXQuantizer
 
 CONFIG = VideoLlama3Config(
     text_config=Qwen2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -26,7 +27,8 @@ def tiny_model():
     return VideoLlama3ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_dynamo_nncf_fx_forward fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 0, 142, 82, 189, 195, 37] + [254] * 4 + [195, 49, 32, 173], [0, 0, 0, 164, 20, 88,
@@ -37,7 +39,7 @@ inputs = {
     'image_merge_sizes': torch.full((2,), 1, dtype=torch.int64),
 }
 
-
 model = tiny_model()
-exporter, config = DynamoExporter(), DynamoConfig(dynamic=True)
+quantizer = NNCFTorchFXQuantizer(NNCFQuantizationConfig())
+exporter, config = DynamoExporter(), DynamoConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)

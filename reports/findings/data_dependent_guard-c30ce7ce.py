@@ -2,15 +2,16 @@
 transformers.models.hunyuan_vl.modeling_hunyuan_vl:HunYuanVLVisionAttention.forward:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-c30ce7ce.py
-The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
-expression Eq(u6, 0) (unhinted: Eq(u6, 0)). (Size-like symbols: u6) (at ...
-Shared by 1 class(es), 16 cell(s) of 16 check(s) (index.json lists them).
+The suite saw: export: NNCFOpenVINOQuantizer on openvino: GuardOnDataDependentSymNode: Could not guard on data-
+dependent expression Eq(u6, 0) (unhinted: Eq(u6, 0)). (Size-like symbols: u6) (at ...
+Shared by 1 class(es), 29 cell(s) of 29 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import (HunYuanVLConfig, HunYuanVLForConditionalGeneration, HunYuanVLTextConfig,
     HunYuanVLVisionConfig)
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import OpenVINOExporter, OpenVINOConfig
+from transformers.exporters.quantizers import NNCFOpenVINOQuantizer, NNCFQuantizationConfig
 
 CONFIG = HunYuanVLConfig(
     text_config=HunYuanVLTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -27,7 +28,8 @@ def tiny_model():
     return HunYuanVLForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_openvino_nncf_openvino_forward fed: token ids literal; pixel_values seeded random of the
+# recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 5, 6, 7, 8, 9, 255] + [254] * 4 + [253, 10, 11, 12, 13], list(range(14,
@@ -38,7 +40,7 @@ inputs = {
     'image_grid_thw': torch.tensor([[1, 2, 2], [1, 2, 2]], dtype=torch.int64),
 }
 
-
 model = tiny_model()
-exporter, config = DynamoExporter(), DynamoConfig(dynamic=True)
+quantizer = NNCFOpenVINOQuantizer(NNCFQuantizationConfig())
+exporter, config = OpenVINOExporter(), OpenVINOConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)

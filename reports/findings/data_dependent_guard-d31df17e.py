@@ -2,14 +2,15 @@
 transformers.models.led.modeling_led:LEDEncoderSelfAttention._chunk: LEDForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-d31df17e.py
-The suite saw: DynamoExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not guard on data-dependent
-expression Eq(u1, 1) (unhinted: Eq(u1, 1)). (Size-like symbols: none) (at ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: NNCFOpenVINOQuantizer on openvino: GuardOnDataDependentSymNode: Could not guard on data-
+dependent expression Eq(u1, 1) (unhinted: Eq(u1, 1)). (Size-like symbols: none) (at ...
+Shared by 1 class(es), 10 cell(s) of 10 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import LEDConfig, LEDForConditionalGeneration
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import OpenVINOExporter, OpenVINOConfig
+from transformers.exporters.quantizers import NNCFOpenVINOQuantizer, NNCFQuantizationConfig
 
 CONFIG = LEDConfig(vocab_size=256, encoder_layers=2, encoder_ffn_dim=128, encoder_attention_heads=4,
     decoder_layers=2, decoder_ffn_dim=128, decoder_attention_heads=4, d_model=64, attention_window=[512, 512])
@@ -21,7 +22,7 @@ def tiny_model():
     return LEDForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_forward fed: token ids literal.
+# The inputs exporter_openvino_nncf_openvino_forward fed: token ids literal.
 inputs = {
     'input_ids': torch.tensor([[1, 1, 1, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]],
         dtype=torch.int64),
@@ -29,7 +30,7 @@ inputs = {
     'decoder_input_ids': torch.tensor([[2, 123, 191], [2, 116, 17]], dtype=torch.int64),
 }
 
-
 model = tiny_model()
-exporter, config = DynamoExporter(), DynamoConfig(dynamic=True)
+quantizer = NNCFOpenVINOQuantizer(NNCFQuantizationConfig())
+exporter, config = OpenVINOExporter(), OpenVINOConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)

@@ -4,7 +4,7 @@ Kimi_K25ForConditionalGeneration (export_forward_strict).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-fd265d78.py
 The suite saw: torch.export.export(strict=True): UserError: Could not guard on data-dependent expression u4 > 1
 (unhinted: u4 > 1). (Size-like symbols: none) (at transformers/models/kimi_k25/modeling_kimi_k25.py:93)
-Shared by 1 class(es), 29 cell(s) of 29 check(s) (index.json lists them).
+Shared by 1 class(es), 42 cell(s) of 42 check(s) (index.json lists them).
 """
 
 import torch

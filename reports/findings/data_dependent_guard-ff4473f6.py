@@ -1,16 +1,17 @@
 """[transformers.exporters] data-dependent guard at torch.fx.experimental.symbolic_shapes:ShapeEnv._evaluate_expr:
-Molmo2ForConditionalGeneration (exporter_executorch_forward).
+Molmo2ForConditionalGeneration (exporter_executorch_nncf_fx_forward).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python data_dependent_guard-ff4473f6.py
-The suite saw: ExecutorchExporter.export(dynamic=True): GuardOnDataDependentSymNode: Could not extract specialized
+The suite saw: lower: NNCFTorchFXQuantizer on executorch: GuardOnDataDependentSymNode: Could not extract specialized
 integer from data-dependent expression u58 (unhinted: u58). (Size-like symbols: none) (at symbolic_shapes.py:8459)
-Shared by 12 class(es), 12 cell(s) of 2 check(s) (index.json lists them).
+Shared by 12 class(es), 21 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import (Molmo2AdapterConfig, Molmo2Config, Molmo2ForConditionalGeneration, Molmo2TextConfig,
     Molmo2VisionConfig)
 from transformers.exporters import ExecutorchExporter, ExecutorchConfig
+from transformers.exporters.quantizers import NNCFTorchFXQuantizer, NNCFWeightCompressionConfig
 
 CONFIG = Molmo2Config(
     vision_config=Molmo2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -30,7 +31,8 @@ def tiny_model():
     return Molmo2ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_executorch_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_executorch_nncf_fx_forward fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[0, 0, 0, 66, 10, 187, 194, 174, 250] + [252] * 4 + [251, 108, 164, 68, 44], [0, 0, 0,
@@ -43,7 +45,7 @@ inputs = {
     'mm_token_type_ids': torch.tensor([[0] * 9 + [1] * 4 + [0] * 5, [0] * 8 + [1] * 4 + [0] * 6], dtype=torch.int64),
 }
 
-
 model = tiny_model()
-exporter, config = ExecutorchExporter(), ExecutorchConfig(dynamic=True)
+quantizer = NNCFTorchFXQuantizer(NNCFWeightCompressionConfig())
+exporter, config = ExecutorchExporter(), ExecutorchConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)

@@ -4,7 +4,7 @@ Llama4ForConditionalGeneration (build).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python exception-aa949283.py
 The suite saw: the model's own forward fails on valid inputs (transformers bug): AttributeError:
 'MoeCausalLMOutputWithPast' object has no attribute 'image_outputs' (at ...
-Shared by 1 class(es), 48 cell(s) of 48 check(s) (index.json lists them).
+Shared by 1 class(es), 74 cell(s) of 74 check(s) (index.json lists them).
 """
 
 import torch

@@ -2,14 +2,17 @@
 transformers.models.higgs_audio_v2.generation_higgs_audio_v2:HiggsAudioV2GenerationMixin._get_logits_processor:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-2c8f8728.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): ValueError: HiggsAudioV2 generates audio codebook
-logits, not text logits. The following logits processors are not compatible: ['MinLengthLogitsProcessor', ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: NNCFTorchFXQuantizer on dynamo: ValueError: HiggsAudioV2 generates audio codebook logits, not
+text logits. The following logits processors are not compatible: ['MinLengthLogitsProcessor', ...
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import HiggsAudioV2Config, HiggsAudioV2ForConditionalGeneration
 from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters.quantizers import NNCFQuantizationConfig, NNCFTorchFXQuantizer
 
 CONFIG = HiggsAudioV2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, pad_token_id=251, eos_token_id=252, head_dim=16, codebook_size=64,
@@ -26,14 +29,14 @@ def tiny_model():
     return HiggsAudioV2ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal.
+# The inputs exporter_dynamo_nncf_fx_generate fed: token ids literal.
 inputs = {
     'input_ids': torch.tensor([[37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
     'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFTorchFXQuantizer(NNCFQuantizationConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -2,15 +2,18 @@
 transformers.models.minicpm_ocr.modeling_minicpm_ocr:MiniCPMOcrVisionEmbeddings.forward:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-582ba2c9.py
-The suite saw: OnnxExporter.export_for_generation(dynamic=True): RuntimeError: The size of tensor a (48) must match
-the size of tensor b (32) at non-singleton dimension 1 (at ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: OnnxRuntimeQuantizer on onnx: RuntimeError: The size of tensor a (48) must match the size of
+tensor b (32) at non-singleton dimension 1 (at transformers/models/minicpm_ocr/modeling_minicpm_ocr.py:93)
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import (MiniCPMOcrConfig, MiniCPMOcrForConditionalGeneration, MiniCPMOcrVisionConfig,
     Qwen3_5TextConfig)
 from transformers.exporters import OnnxExporter, OnnxConfig
+from transformers.exporters.quantizers import OnnxRuntimeQuantizer, OnnxRuntimeStaticConfig
 
 CONFIG = MiniCPMOcrConfig(
     text_config=Qwen3_5TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -33,7 +36,8 @@ def tiny_model():
     return MiniCPMOcrForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_onnx_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_onnx_ort_static_generate fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[119, 119, 88, 144] + [255] * 8 + [5, 181, 169, 129, 67]], dtype=torch.int64),
@@ -42,8 +46,8 @@ inputs = {
     'target_sizes': torch.tensor([[4, 8]], dtype=torch.int32),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = OnnxRuntimeQuantizer(OnnxRuntimeStaticConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

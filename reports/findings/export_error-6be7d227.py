@@ -1,16 +1,19 @@
 """[transformers.exporters] export fails at transformers.generation.utils:GenerationMixin._validate_generated_length:
-VoxtralRealtimeForConditionalGeneration (exporter_dynamo_generate).
+VoxtralRealtimeForConditionalGeneration (exporter_executorch_nncf_fx_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-6be7d227.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): ValueError: Input length of input_ids is 9, but
+The suite saw: export: NNCFTorchFXQuantizer on executorch: ValueError: Input length of input_ids is 9, but
 `max_length` is set to 9. This can lead to unexpected behavior. You should consider increasing `max_length` or ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import (VoxtralRealtimeConfig, VoxtralRealtimeEncoderConfig, VoxtralRealtimeForConditionalGeneration,
     VoxtralRealtimeTextConfig)
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import ExecutorchExporter, ExecutorchConfig
+from transformers.exporters.quantizers import NNCFTorchFXQuantizer, NNCFWeightCompressionConfig
 
 CONFIG = VoxtralRealtimeConfig(
     audio_config=VoxtralRealtimeEncoderConfig(vocab_size=256, hidden_size=64, intermediate_size=128,
@@ -31,7 +34,8 @@ def tiny_model():
     return VoxtralRealtimeForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal; input_features seeded random of the recorded shape.
+# The inputs exporter_executorch_nncf_fx_generate fed: token ids literal; input_features seeded random of the
+# recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
@@ -40,8 +44,8 @@ inputs = {
     'num_delay_tokens': 6,
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFTorchFXQuantizer(NNCFWeightCompressionConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = ExecutorchExporter(), ExecutorchConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -1,41 +1,62 @@
 """[transformers.exporters] export fails at transformers.exporters.runners.base:ModelRunner.unflatten:
-PocketTTSForConditionalGeneration (exporter_openvino_generate).
+AyaVisionForConditionalGeneration (exporter_openvino_nncf_openvino_weights_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-6f3a340f.py
-The suite saw: openvino runner of component 'decode': StopIteration: StopIteration() (at
+The suite saw: run: openvino runner of component 'decode': StopIteration: StopIteration() (at
 transformers/exporters/runners/base.py:51)
-Shared by 84 class(es), 84 cell(s) of 1 check(s) (index.json lists them).
+Shared by 88 class(es), 335 cell(s) of 5 check(s) (index.json lists them).
 """
 
 import copy
 import inspect
 
 import torch
-from transformers import PocketTTSConfig, PocketTTSFlowHeadConfig, PocketTTSForConditionalGeneration
+from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, Cohere2Config, SiglipVisionConfig
+from transformers import LogitsProcessorList
 from transformers.exporters import OpenVINOExporter, OpenVINOConfig
+from transformers.exporters.quantizers import NNCFOpenVINOQuantizer, NNCFWeightCompressionConfig
 
-CONFIG = PocketTTSConfig(
-    flow_head_config=PocketTTSFlowHeadConfig(hidden_size=64, num_hidden_layers=2, condition_dim=64,
-        loss_weighting_num_layers=2),
-    vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, head_dim=16,
-    intermediate_size=128, audio_prompt_token_id=252, audio_latent_token_id=253, audio_prompt_bos_token_id=254,
-    audio_bos_token_id=255)
+CONFIG = AyaVisionConfig(
+    vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, image_size=32, patch_size=8, vision_use_head=False),
+    text_config=Cohere2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
+        layer_types=['sliding_attention', 'full_attention'], head_dim=16),
+    image_token_index=255)
 GENERATION = {
     'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
-    'max_cache_len': 20, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 3,
+    'max_cache_len': 28, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
 }
+NEW_TOKENS = 4
 
 
 def tiny_model():
     torch.manual_seed(0)
-    return PocketTTSForConditionalGeneration(CONFIG).eval()
+    return AyaVisionForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_openvino_generate fed: token ids literal.
+# The inputs exporter_openvino_nncf_openvino_weights_generate fed: token ids literal; pixel_values seeded random of
+# the recorded shape.
+g = torch.Generator().manual_seed(0)
 inputs = {
-    'input_ids': torch.tensor([[143, 147, 57, 135, 69, 46, 124, 23, 118, 255]], dtype=torch.int64),
-    'attention_mask': torch.full((1, 10), 1, dtype=torch.int64),
+    'input_ids': torch.tensor([list(range(11, 17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]],
+        dtype=torch.int64),
+    'attention_mask': torch.full((1, 18), 1, dtype=torch.int64),
+    'pixel_values': (torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32) * 1.08 + 0.205),
 }
+
+class ForceTokens:
+    """A logits processor: greedy decoding that follows the given tokens (the eager run's)."""
+
+    def __init__(self, tokens):
+        self.tokens, self.step = tokens, 0
+
+    def __call__(self, input_ids, scores):
+        forced = torch.full_like(scores, float("-inf"))
+        forced.scatter_(1, self.tokens[:, self.step:self.step + 1], 0.0)
+        self.step += 1
+        return forced
+
 
 def runner_kwargs(runner, owner, inputs):
     """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
@@ -95,10 +116,15 @@ def route(model, runners):
 
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = OpenVINOExporter(), OpenVINOConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFOpenVINOQuantizer(NNCFWeightCompressionConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = OpenVINOExporter(), OpenVINOConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)
 runners = exported.to("cpu", config={'INFERENCE_PRECISION_HINT': 'f32'}).runners
 model = tiny_model()
 eager_calls = route(model, runners)
+request = inputs
 with torch.no_grad():
-    actual = model.generate(**copy.deepcopy(inputs), generation_config=copy.deepcopy(config))
+    expected = tiny_model().generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+    follow = ForceTokens(expected.sequences[:, -NEW_TOKENS:])  # eager float's tokens
+    actual = model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config),
+                            logits_processor=LogitsProcessorList([follow]))

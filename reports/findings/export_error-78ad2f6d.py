@@ -1,16 +1,19 @@
 """[transformers.exporters] export fails at transformers.models.molmo2.modeling_molmo2:Molmo2Adapter.forward:
-Molmo2ForConditionalGeneration (exporter_dynamo_generate).
+Molmo2ForConditionalGeneration (exporter_dynamo_nncf_fx_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-78ad2f6d.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): IndexError: index 16 is out of bounds for
-dimension 0 with size 16 (at transformers/models/molmo2/modeling_molmo2.py:612)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: NNCFTorchFXQuantizer on dynamo: IndexError: index 16 is out of bounds for dimension 0 with
+size 16 (at transformers/models/molmo2/modeling_molmo2.py:612)
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import (Molmo2AdapterConfig, Molmo2Config, Molmo2ForConditionalGeneration, Molmo2TextConfig,
     Molmo2VisionConfig)
 from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters.quantizers import NNCFQuantizationConfig, NNCFTorchFXQuantizer
 
 CONFIG = Molmo2Config(
     vision_config=Molmo2VisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -33,7 +36,8 @@ def tiny_model():
     return Molmo2ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_dynamo_nncf_fx_generate fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[153, 99, 85, 52, 250] + [252] * 4 + [251, 6, 151, 56, 186, 77]], dtype=torch.int64),
@@ -45,8 +49,8 @@ inputs = {
     'mm_token_type_ids': torch.tensor([[0] * 5 + [1] * 4 + [0] * 6], dtype=torch.int64),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFTorchFXQuantizer(NNCFQuantizationConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -1,15 +1,18 @@
 """[transformers.exporters] export fails at transformers.integrations.sdpa_attention:sdpa_attention_forward:
-Kosmos2ForConditionalGeneration (exporter_dynamo_generate).
+Kosmos2ForConditionalGeneration (exporter_dynamo_nncf_fx_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-84b54e01.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): RuntimeError: The size of tensor a (83) must
-match the size of tensor b (73) at non-singleton dimension 3 (at transformers/integrations/sdpa_attention.py:182)
-Shared by 2 class(es), 7 cell(s) of 7 check(s) (index.json lists them).
+The suite saw: export: NNCFTorchFXQuantizer on dynamo: RuntimeError: The size of tensor a (83) must match the size
+of tensor b (73) at non-singleton dimension 3 (at transformers/integrations/sdpa_attention.py:182)
+Shared by 2 class(es), 20 cell(s) of 20 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import Kosmos2Config, Kosmos2ForConditionalGeneration, Kosmos2TextConfig, Kosmos2VisionConfig
 from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters.quantizers import NNCFQuantizationConfig, NNCFTorchFXQuantizer
 
 CONFIG = Kosmos2Config(
     text_config=Kosmos2TextConfig(vocab_size=256, embed_dim=64, layers=2, ffn_dim=128, attention_heads=4),
@@ -26,7 +29,8 @@ def tiny_model():
     return Kosmos2ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_dynamo_nncf_fx_generate fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[144, 128, 75, 64, 118, 95, 16, 24, 38, 70, 81, 127, 93, 96, 73, 86, 55, 20, 109, 52,
@@ -38,8 +42,8 @@ inputs = {
     'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFTorchFXQuantizer(NNCFQuantizationConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -1,45 +1,66 @@
 """[transformers.exporters] export fails at
-transformers.exporters.runners.runner_executorch:ExecutorchModelRunner.__call__: AyaVisionForConditionalGeneration
+transformers.exporters.runners.runner_executorch:ExecutorchModelRunner.__call__: MoshiForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-d3828437.py
-The suite saw: executorch runner of component 'decode': RuntimeError: Real spec TreeSpec(StaticCache, {'_t': 'obj',
-'p': 'transformers.cache_utils:StaticCache', 's': {'layers': [{'_t': 'obj', 'p': ...
-Shared by 38 class(es), 43 cell(s) of 2 check(s) (index.json lists them).
+The suite saw: run: executorch runner of component 'decode': RuntimeError: Real spec TreeSpec(StaticCache, {'_t':
+'obj', 'p': 'transformers.cache_utils:StaticCache', 's': {'layers': [{'_t': 'obj', 'p': ...
+Shared by 40 class(es), 89 cell(s) of 5 check(s) (index.json lists them).
 """
 
 import copy
 import inspect
 
 import torch
-from transformers import AyaVisionConfig, AyaVisionForConditionalGeneration, Cohere2Config, SiglipVisionConfig
+from transformers import MimiConfig, MoshiConfig, MoshiDepthConfig, MoshiForConditionalGeneration
+from transformers import LogitsProcessorList
 from transformers.exporters import ExecutorchExporter, ExecutorchConfig
+from transformers.exporters.quantizers import NNCFTorchFXQuantizer, NNCFWeightCompressionConfig
 
-CONFIG = AyaVisionConfig(
-    vision_config=SiglipVisionConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, image_size=32, patch_size=8, vision_use_head=False),
-    text_config=Cohere2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=4, eos_token_id=254,
-        layer_types=['sliding_attention', 'full_attention'], head_dim=16),
-    image_token_index=255)
+CONFIG = MoshiConfig(vocab_size=256, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128,
+    audio_encoder_config=MimiConfig(hidden_size=64, num_filters=4, codebook_size=64, codebook_dim=64,
+        vector_quantization_hidden_dimension=64, upsample_groups=64, num_hidden_layers=2, intermediate_size=128,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16),
+    depth_decoder_config=MoshiDepthConfig(vocab_size=256, hidden_size=64, input_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, audio_vocab_size=64, head_dim=16, ffn_dim=128))
 GENERATION = {
     'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
-    'max_cache_len': 28, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
+    'max_cache_len': 14, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
 }
+NEW_TOKENS = 4
 
 
 def tiny_model():
     torch.manual_seed(0)
-    return AyaVisionForConditionalGeneration(CONFIG).eval()
+    return MoshiForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_executorch_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
-g = torch.Generator().manual_seed(0)
+# The inputs exporter_executorch_nncf_fx_generate fed: token ids literal.
 inputs = {
-    'input_ids': torch.tensor([list(range(11, 17)) + [252, 248] + [255] * 4 + [251, 17, 18, 19, 20, 21]],
+    'input_ids': torch.tensor([[60, 16, 194, 167, 192, 21, 137, 100, 140]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
+    'moshi_audio_codes': torch.tensor([[[38, 40, 52, 17, 15, 4, 41, 42, 58], [31, 56, 1, 1, 39, 41, 57, 35, 38], [55,
+        11, 46, 18, 27, 0, 14, 35, 53], [12, 57, 42, 20, 11, 4, 6, 4, 47], [63, 52, 3, 12, 36, 52, 40, 14, 15], [20, 35,
+        58, 23, 15, 13, 53, 21, 48], [49, 5, 41, 35, 0, 31, 5, 30, 0], [49, 50, 36, 34, 48, 29, 3, 34, 42]]],
         dtype=torch.int64),
-    'attention_mask': torch.full((1, 18), 1, dtype=torch.int64),
-    'pixel_values': (torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32) * 1.08 + 0.205),
+    'user_audio_codes': torch.tensor([[[52, 3, 44, 61, 14, 32, 4, 3, 45], [11, 60, 22, 13, 57, 45, 11, 56, 16], [24, 29,
+        21, 46, 25, 16, 60, 57, 54], [53, 61, 19, 33, 40, 32, 36, 59, 59], [57, 6, 21, 31, 13, 7, 56, 24, 15], [41, 18,
+        40, 54, 15, 11, 38, 47, 29], [57, 1, 31, 54, 44, 24, 61, 24, 3], [18, 47, 3, 42, 12, 38, 35, 22, 62]]],
+        dtype=torch.int64),
 }
+
+class ForceTokens:
+    """A logits processor: greedy decoding that follows the given tokens (the eager run's)."""
+
+    def __init__(self, tokens):
+        self.tokens, self.step = tokens, 0
+
+    def __call__(self, input_ids, scores):
+        forced = torch.full_like(scores, float("-inf"))
+        forced.scatter_(1, self.tokens[:, self.step:self.step + 1], 0.0)
+        self.step += 1
+        return forced
+
 
 def runner_kwargs(runner, owner, inputs):
     """What a runner is called with: the output flags dropped, the exporter's own `precompute_export_inputs`
@@ -99,10 +120,15 @@ def route(model, runners):
 
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = ExecutorchExporter(), ExecutorchConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFTorchFXQuantizer(NNCFWeightCompressionConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = ExecutorchExporter(), ExecutorchConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)
 runners = exported.to("cpu").runners
 model = tiny_model()
 eager_calls = route(model, runners)
+request = inputs
 with torch.no_grad():
-    actual = model.generate(**copy.deepcopy(inputs), generation_config=copy.deepcopy(config))
+    expected = tiny_model().generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config))
+    follow = ForceTokens(expected.sequences[:, -NEW_TOKENS:])  # eager float's tokens
+    actual = model.generate(**copy.deepcopy(request), generation_config=copy.deepcopy(config),
+                            logits_processor=LogitsProcessorList([follow]))

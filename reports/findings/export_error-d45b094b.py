@@ -1,16 +1,19 @@
 """[transformers.exporters] export fails at transformers.exporters.exporter_openvino:_run_openvino_decompositions:
-UnlimitedOcrForConditionalGeneration (exporter_openvino_generate).
+UnlimitedOcrForConditionalGeneration (exporter_openvino_nncf_openvino_weights_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-d45b094b.py
-The suite saw: OpenVINOExporter.export_for_generation(dynamic=True) component 'decode': RuntimeError: Expected
+The suite saw: export: NNCFOpenVINOQuantizer on openvino component 'decode': RuntimeError: Expected
 !size_bytes_is_heap_allocated_ to be true, but got false. (Could this error message be improved? If so, please ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import (UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration, UnlimitedOcrSamVisionConfig,
     UnlimitedOcrTextConfig, UnlimitedOcrVisionConfig, UnlimitedOcrVisionEncoderConfig)
 from transformers.exporters import OpenVINOExporter, OpenVINOConfig
+from transformers.exporters.quantizers import NNCFOpenVINOQuantizer, NNCFWeightCompressionConfig
 
 CONFIG = UnlimitedOcrConfig(
     vision_config=UnlimitedOcrVisionConfig(
@@ -35,7 +38,8 @@ def tiny_model():
     return UnlimitedOcrForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_openvino_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_openvino_nncf_openvino_weights_generate fed: token ids literal; pixel_values seeded random of
+# the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[153, 99, 85, 52, 255, 255, 255, 6, 151, 56, 186, 77]], dtype=torch.int64),
@@ -43,8 +47,8 @@ inputs = {
     'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = OpenVINOExporter(), OpenVINOConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = NNCFOpenVINOQuantizer(NNCFWeightCompressionConfig(), calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = OpenVINOExporter(), OpenVINOConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -2,15 +2,16 @@
 transformers.models.apertus1p5.modeling_apertus1p5:Apertus1p5Model.get_image_tokens:
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-d6049bdd.py
-The suite saw: DynamoExporter.export(dynamic=True): AttributeError: 'list' object has no attribute 'tolist' (at
-transformers/models/apertus1p5/modeling_apertus1p5.py:819)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: NNCFOpenVINOQuantizer on openvino: AttributeError: 'list' object has no attribute 'tolist'
+(at transformers/models/apertus1p5/modeling_apertus1p5.py:819)
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import (Apertus1p5Config, Apertus1p5ForConditionalGeneration, Apertus1p5TextConfig,
     Apertus1p5VisionTokenizerConfig, WavTokenizerEncoderConfig)
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import OpenVINOExporter, OpenVINOConfig
+from transformers.exporters.quantizers import NNCFOpenVINOQuantizer, NNCFWeightCompressionConfig
 
 CONFIG = Apertus1p5Config(
     text_config=Apertus1p5TextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -28,7 +29,8 @@ def tiny_model():
     return Apertus1p5ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_forward fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_openvino_nncf_openvino_weights_forward fed: token ids literal; pixel_values seeded random of
+# the recorded shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[3, 3, 3, 28, 105, 156, 157, 44] + [254] * 4 + [84, 28, 109, 75], [3, 3, 3, 76, 195, 180,
@@ -38,7 +40,7 @@ inputs = {
     'image_sizes': torch.full((2, 2), 32, dtype=torch.int64),
 }
 
-
 model = tiny_model()
-exporter, config = DynamoExporter(), DynamoConfig(dynamic=True)
+quantizer = NNCFOpenVINOQuantizer(NNCFWeightCompressionConfig())
+exporter, config = OpenVINOExporter(), OpenVINOConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)

@@ -1,15 +1,18 @@
 """[transformers.exporters] export fails at transformers.cache_utils:StaticLayer.update: BlipForConditionalGeneration
-(exporter_dynamo_generate).
+(exporter_onnx_ort_dynamic_generate).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-d82d7e04.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): IndexError: index_copy_(): index 19 is out of
-bounds for dimension 2 with size 19 (at transformers/cache_utils.py:487)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: OnnxRuntimeQuantizer on onnx: IndexError: index_copy_(): index 19 is out of bounds for
+dimension 2 with size 19 (at transformers/cache_utils.py:487)
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import BlipConfig, BlipForConditionalGeneration, BlipTextConfig, BlipVisionConfig
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import OnnxExporter, OnnxConfig
+from transformers.exporters.quantizers import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
 
 CONFIG = BlipConfig(
     text_config=BlipTextConfig(vocab_size=256, hidden_size=64, encoder_hidden_size=64, intermediate_size=128,
@@ -28,7 +31,8 @@ def tiny_model():
     return BlipForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_onnx_ort_dynamic_generate fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[37, 107, 92, 39, 189, 180, 10, 29, 23]], dtype=torch.int64),
@@ -36,8 +40,8 @@ inputs = {
     'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig())
+exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

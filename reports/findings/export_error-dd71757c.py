@@ -4,7 +4,7 @@ Cohere2VisionForConditionalGeneration (exporter_dynamo_generate).
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-dd71757c.py
 The suite saw: dynamo runner of component 'decode': ValueError: Trying to flatten user inputs with exported input
 tree spec: (traced cumulative_length_int 13, called with 14) (at transformers/exporters/runners/runner_dynamo.py:54)
-Shared by 17 class(es), 17 cell(s) of 1 check(s) (index.json lists them).
+Shared by 20 class(es), 37 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import copy

@@ -2,15 +2,18 @@
 transformers.exporters.exporter_onnx:_patch_prepare_for_export.<locals>.patch: UnlimitedOcrForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-de258df3.py
-The suite saw: OnnxExporter.export_for_generation(dynamic=True) component 'decode': RuntimeError: Expected
+The suite saw: export: OnnxRuntimeQuantizer on onnx component 'decode': RuntimeError: Expected
 !size_bytes_is_heap_allocated_ to be true, but got false. (Could this error message be improved? If so, please ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 1 class(es), 5 cell(s) of 5 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import (UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration, UnlimitedOcrSamVisionConfig,
     UnlimitedOcrTextConfig, UnlimitedOcrVisionConfig, UnlimitedOcrVisionEncoderConfig)
 from transformers.exporters import OnnxExporter, OnnxConfig
+from transformers.exporters.quantizers import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
 
 CONFIG = UnlimitedOcrConfig(
     vision_config=UnlimitedOcrVisionConfig(
@@ -35,7 +38,8 @@ def tiny_model():
     return UnlimitedOcrForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_onnx_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+# The inputs exporter_onnx_ort_dynamic_generate fed: token ids literal; pixel_values seeded random of the recorded
+# shape.
 g = torch.Generator().manual_seed(0)
 inputs = {
     'input_ids': torch.tensor([[153, 99, 85, 52, 255, 255, 255, 6, 151, 56, 186, 77]], dtype=torch.int64),
@@ -43,8 +47,8 @@ inputs = {
     'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig())
+exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -4,7 +4,7 @@ transformers.models.vibevoice.generation_vibevoice:VibeVoiceGenerationMixin._bui
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-e062340b.py
 The suite saw: OnnxExporter.export_for_generation(dynamic=True): ImportError: The default VibeVoice noise scheduler
 (`DPMSolverMultistepScheduler`) requires `diffusers`. Install it with `pip install diffusers`, or pass a custo ...
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
 
 import torch

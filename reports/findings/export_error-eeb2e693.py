@@ -2,14 +2,17 @@
 utaiSpeechToTextForConditionalGeneration.generate: KyutaiSpeechToTextForConditionalGeneration
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-eeb2e693.py
-The suite saw: DynamoExporter.export_for_generation(dynamic=True): AttributeError: 'NoneType' object has no
-attribute 'shape' (at transformers/models/kyutai_speech_to_text/modeling_kyutai_speech_to_text.py:909)
-Shared by 1 class(es), 4 cell(s) of 4 check(s) (index.json lists them).
+The suite saw: export: OnnxRuntimeQuantizer on onnx: AttributeError: 'NoneType' object has no attribute 'shape' (at
+transformers/models/kyutai_speech_to_text/modeling_kyutai_speech_to_text.py:909)
+Shared by 1 class(es), 17 cell(s) of 17 check(s) (index.json lists them).
 """
+
+import copy
 
 import torch
 from transformers import KyutaiSpeechToTextConfig, KyutaiSpeechToTextForConditionalGeneration, MimiConfig
-from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters import OnnxExporter, OnnxConfig
+from transformers.exporters.quantizers import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
 
 CONFIG = KyutaiSpeechToTextConfig(codebook_vocab_size=64, vocab_size=256, hidden_size=64, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=4, head_dim=16, ffn_dim=128, audio_bos_token_id=63,
@@ -28,7 +31,7 @@ def tiny_model():
     return KyutaiSpeechToTextForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_dynamo_generate fed: token ids literal.
+# The inputs exporter_onnx_ort_dynamic_generate fed: token ids literal.
 inputs = {
     'input_ids': torch.tensor([[[46, 56, 29, 9, 41, 20, 4, 30, 15, 27, 53, 45, 3, 50, 9, 59, 35, 27, 4, 49, 47, 24, 61,
         61, 36, 27, 43, 16, 57, 57, 33, 28, 59], [33, 4, 22, 58, 40, 52, 27, 44, 50, 20, 25, 54, 9, 21, 55, 21, 55, 28,
@@ -44,8 +47,8 @@ inputs = {
     'attention_mask': torch.full((1, 9), 1, dtype=torch.int64),
 }
 
-
 config = tiny_model().generation_config
 config.update(**GENERATION)
-exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True)
-exported = exporter.export_for_generation(tiny_model(), dict(inputs), export_config, generation_config=config)
+quantizer = OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig())
+exporter, export_config = OnnxExporter(), OnnxConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

@@ -1,15 +1,16 @@
 """[transformers.exporters] export fails at transformers.exporters.runners.runner_onnx:OnnxModelRunner.__call__:
-HiggsAudioV2ForConditionalGeneration (exporter_onnx_forward).
+HiggsAudioV2ForConditionalGeneration (exporter_onnx_ort_dynamic_forward).
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-fc00dbf6.py
-The suite saw: onnx runner on the sample: RuntimeError: Error in execution: Non-zero status code returned while
+The suite saw: run: onnx runner on the sample: RuntimeError: Error in execution: Non-zero status code returned while
 running GatherND node. Name:'node_GatherND_97' Status Message: invalid index found, index = 0 (at ...
-Shared by 1 class(es), 1 cell(s) of 1 check(s) (index.json lists them).
+Shared by 11 class(es), 12 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch
 from transformers import HiggsAudioV2Config, HiggsAudioV2ForConditionalGeneration
 from transformers.exporters import OnnxExporter, OnnxConfig
+from transformers.exporters.quantizers import OnnxRuntimeDynamicConfig, OnnxRuntimeQuantizer
 
 CONFIG = HiggsAudioV2Config(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
     num_attention_heads=4, num_key_value_heads=2, pad_token_id=251, eos_token_id=252, head_dim=16, codebook_size=64,
@@ -23,7 +24,7 @@ def tiny_model():
     return HiggsAudioV2ForConditionalGeneration(CONFIG).eval()
 
 
-# The inputs exporter_onnx_forward fed: token ids literal.
+# The inputs exporter_onnx_ort_dynamic_forward fed: token ids literal.
 inputs = {
     'input_ids': torch.tensor([[251, 251, 251, 118, 193, 119, 64, 61, 24], [37, 107, 92, 39, 189, 180, 10, 29, 23]],
         dtype=torch.int64),
@@ -59,8 +60,10 @@ def runner_kwargs(runner, owner, inputs):
 
 
 model = tiny_model()
-exporter, config = OnnxExporter(), OnnxConfig(dynamic=True)
+quantizer = OnnxRuntimeQuantizer(OnnxRuntimeDynamicConfig())
+exporter, config = OnnxExporter(), OnnxConfig(dynamic=True, quantizer=quantizer)
 exported = exporter.export(model, dict(inputs, **CONSTANTS), config)
 runner = exported.to("cpu").runners["model"]
 reference = tiny_model()
-actual = logits_of(runner(**runner_kwargs(runner, reference, dict(inputs, **CONSTANTS))))
+request = inputs
+actual = logits_of(runner(**runner_kwargs(runner, reference, dict(request, **CONSTANTS))))

@@ -4,7 +4,7 @@ transformers.exporters.exporter_executorch:ExecutorchExporter.export_program: Un
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-fd934d9b.py
 The suite saw: ExecutorchExporter.export_for_generation(dynamic=True) component 'decode': RuntimeError: Expected
 !size_bytes_is_heap_allocated_ to be true, but got false. (Could this error message be improved? If so, please ...
-Shared by 9 class(es), 10 cell(s) of 2 check(s) (index.json lists them).
+Shared by 10 class(es), 17 cell(s) of 4 check(s) (index.json lists them).
 """
 
 import torch

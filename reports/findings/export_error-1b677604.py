@@ -1,0 +1,56 @@
+"""[transformers.exporters] export fails at
+transformers.models.unlimited_ocr.modeling_unlimited_ocr:UnlimitedOcrTextModel.forward:
+
+Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python export_error-1b677604.py
+The suite saw: lower: PT2EQuantizer on dynamo component 'language_model': RuntimeError: Either your tensor may have
+escaped from inside a function being vmapped and this is a user error (see ...
+Shared by 1 class(es), 2 cell(s) of 2 check(s) (index.json lists them).
+"""
+
+import copy
+
+import torch
+from transformers import (UnlimitedOcrConfig, UnlimitedOcrForConditionalGeneration, UnlimitedOcrSamVisionConfig,
+    UnlimitedOcrTextConfig, UnlimitedOcrVisionConfig, UnlimitedOcrVisionEncoderConfig)
+from transformers.exporters import DynamoExporter, DynamoConfig
+from transformers.exporters.quantizers import PT2EQuantizer
+from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
+    X86InductorQuantizer, get_default_x86_inductor_quantization_config)
+
+CONFIG = UnlimitedOcrConfig(
+    vision_config=UnlimitedOcrVisionConfig(
+        sam_config=UnlimitedOcrSamVisionConfig(hidden_size=64, output_channels=64, num_hidden_layers=2,
+            num_attention_heads=4, image_size=32, patch_size=8, initializer_range=0.02, global_attn_indexes=[0, 1],
+            mlp_dim=128, downsample_channels=[64, 64]),
+        encoder_config=UnlimitedOcrVisionEncoderConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+            num_attention_heads=4, image_size=32, patch_size=8)),
+    text_config=UnlimitedOcrTextConfig(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, head_dim=16, n_routed_experts=4, n_shared_experts=1,
+        num_experts_per_tok=2, moe_intermediate_size=128, mlp_layer_types=['dense', 'sparse'],
+        layer_types=['reference_sliding_attention', 'reference_sliding_attention']),
+    image_token_id=255)
+GENERATION = {
+    'max_new_tokens': 4, 'min_new_tokens': 4, 'do_sample': False, 'num_beams': 1, 'cache_implementation': 'static',
+    'max_cache_len': 22, 'output_logits': True, 'return_dict_in_generate': True, 'pad_token_id': 0,
+}
+
+
+def tiny_model():
+    torch.manual_seed(0)
+    return UnlimitedOcrForConditionalGeneration(CONFIG).eval()
+
+
+# The inputs exporter_dynamo_pt2e_generate fed: token ids literal; pixel_values seeded random of the recorded shape.
+g = torch.Generator().manual_seed(0)
+inputs = {
+    'input_ids': torch.tensor([[153, 99, 85, 52, 255, 255, 255, 6, 151, 56, 186, 77]], dtype=torch.int64),
+    'attention_mask': torch.full((1, 12), 1, dtype=torch.int64),
+    'pixel_values': torch.randn((1, 3, 32, 32), generator=g, dtype=torch.float32),
+}
+
+config = tiny_model().generation_config
+config.update(**GENERATION)
+quantizer = PT2EQuantizer(X86InductorQuantizer().set_global(get_default_x86_inductor_quantization_config()),
+    calibration_dataset=[copy.deepcopy(inputs)])
+exporter, export_config = DynamoExporter(), DynamoConfig(dynamic=True, quantizer=quantizer)
+exported = exporter.export_for_generation(tiny_model(), copy.deepcopy(inputs), export_config, generation_config=config)

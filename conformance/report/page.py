@@ -134,7 +134,10 @@ def run_labels(envelopes: Sequence[dict], sources: Sequence[str]) -> list[str]:
 
 
 def short_name(name: str) -> str:
-    return name[: -len(SUFFIX)] if name.endswith(SUFFIX) and name != SUFFIX else name
+    """The row's name without `SUFFIX`, an alias row's too (``Blip2:blip2-flan-t5``): the class column stays
+    narrow enough for every path column to fit a laptop's first screen."""
+    base, colon, alias = name.partition(":")
+    return (base[: -len(SUFFIX)] if base.endswith(SUFFIX) and base != SUFFIX else base) + colon + alias
 
 
 def deploy_group(column: str) -> str:

@@ -3,7 +3,7 @@
 
 Seen with transformers 5.24.0, torch 2.13.0+cpu (cpu, float32). Run: python resources-8fa9bce0.py
 The suite saw: resident memory reached 22622 MiB, past the cell memory limit of 20628 MiB; the cell was stopped
-Shared by 6 class(es), 6 cell(s) of 3 check(s) (index.json lists them).
+Shared by 5 class(es), 5 cell(s) of 3 check(s) (index.json lists them).
 """
 
 import torch

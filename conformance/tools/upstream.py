@@ -146,7 +146,8 @@ def _findings_issue(args, groups, envelopes) -> int:
         # the texts written before stay current: rewritten while their group is in the runs, else removed
         upstream = {g.id: g for g in groups if g.upstream}
         earlier = sorted((folder / repro.ISSUES).glob("*.md"))
-        kept = [upstream[path.stem] for path in earlier if path.stem in upstream and upstream[path.stem] not in ranked]
+        top = {g.id for g in ranked}
+        kept = [upstream[path.stem] for path in earlier if path.stem in upstream.keys() - top]
         texts = {folder / repro.ISSUES / f"{g.id}.md": issue_text(g, envelopes, folder, list(args.runs))
                  for g in ranked + kept}
         write_files(texts)
